@@ -1,0 +1,62 @@
+// Devices, capability sets and the dispatch report.
+#pragma once
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rlx/graph.h"
+
+namespace rlx {
+
+enum class DeviceStatus { Available, CompiledOut, NoDriver, NoHardware, CodegenOnly };
+std::string_view device_status_name(DeviceStatus s);
+
+// What a device claims to run natively: op -> dtypes of input 0.
+struct CapabilitySet {
+  std::map<OpKind, DTypeSet> ops;
+  bool has(OpKind k, DType t) const {
+    auto it = ops.find(k);
+    return it != ops.end() && it->second.has(t);
+  }
+  void add(OpKind k, DTypeSet s) { ops[k] = ops[k] | s; }
+};
+
+struct DeviceInfo {
+  std::string name;         // "cpu", "cuda", ...
+  std::string description;  // what executes there
+  DeviceStatus status;
+  std::string reason;       // why not available (or what runs)
+  CapabilitySet caps;
+  bool can_execute() const { return status == DeviceStatus::Available; }
+};
+
+// All 16 targets, in the order `rlx devices` lists them.
+const std::vector<std::string>& device_names();
+const DeviceInfo& device_info(const std::string& name);  // throws for an unknown name
+
+enum class DispatchPath { Native, CommonIR, Rewritten, Unsupported };
+std::string_view dispatch_path_name(DispatchPath p);
+
+struct DispatchRow {
+  std::string op;        // HIR/MIR op name
+  std::string dtype;     // dtype of input 0
+  DispatchPath path;
+  int count = 0;         // nodes of this op/dtype that took this path
+  std::string reason;
+};
+
+struct DispatchReport {
+  std::string device;
+  std::vector<DispatchRow> rows;
+  std::vector<std::string> notes;  // specializations, cache hits, rewrites applied
+  std::string table() const;       // the printed per-op table
+};
+
+struct DispatchOptions {
+  std::set<std::string> force_common;  // op names that must decompose even when native
+  std::set<std::string> force_native;  // op names that must be native (fail otherwise)
+};
+
+}  // namespace rlx

@@ -1,0 +1,47 @@
+// Compile a graph for a device and run it. Symbolic dims are specialized per concrete input
+// shape; each specialization is compiled once and cached (visible in the report).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/device.h"
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+struct CompileOptions {
+  std::string device = "cpu";
+  DispatchOptions dispatch;
+  bool verify = true;  // run verifiers between passes
+  bool fuse = true;    // elementwise fusion into generated kernels
+};
+
+class CompiledModel {
+ public:
+  CompiledModel(Graph g, CompileOptions opts);
+  ~CompiledModel();
+  CompiledModel(CompiledModel&&) noexcept;
+  CompiledModel& operator=(CompiledModel&&) noexcept;
+
+  const Graph& graph() const;
+  const CompileOptions& options() const;
+  // Runs with inputs in graph order. Throws rlx::Error naming the input on a dtype/shape mismatch,
+  // or when the device cannot execute on this machine.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // Legalizes and lowers for the given bindings (without running) and returns the text of a level:
+  // "hir", "mir" or "lir".
+  std::string dump(const std::string& level, const Bindings& b = {});
+  const DispatchReport& report(const Bindings& b = {});
+  int cache_size() const;  // specializations compiled so far
+  std::string profile() const;  // per-kernel times of the last run when RLX_PROFILE=1
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx

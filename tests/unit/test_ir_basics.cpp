@@ -1,0 +1,42 @@
+#include <gtest/gtest.h>
+
+#include "rlx/builder.h"
+
+using namespace rlx;
+
+TEST(OpTable, NamesRoundTripAndLevels) {
+  for (int i = 0; i < num_ops(); ++i) {
+    auto k = static_cast<OpKind>(i);
+    OpKind back;
+    ASSERT_TRUE(op_by_name(op_name(k), &back)) << op_name(k);
+    EXPECT_EQ(back, k);
+    const auto& info = op_info(k);
+    // Every HIR op has a decomposition; MIR primitives have none.
+    EXPECT_EQ(info.level == Level::Hir, info.decompose != nullptr) << op_name(k);
+  }
+}
+
+TEST(ShapeRules, BroadcastAndSymbolic) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", DType::f32, {"batch", 4});
+  auto y = b.input("y", DType::f32, {4});
+  auto s = b.add(x, y);
+  EXPECT_EQ(shape_str(g.type(s).shape), "[batch,4]");
+  auto r = b.reshape(s, {"batch", 2, -1});
+  EXPECT_EQ(shape_str(g.type(r).shape), "[batch,2,2]");
+  EXPECT_THROW(b.add(x, b.input("z", DType::f32, {3})), Error);
+  EXPECT_THROW(b.add(x, b.input("w", DType::f64, {4})), Error);
+}
+
+TEST(ShapeRules, AttentionAndMatmul) {
+  Graph g;
+  Builder b(g);
+  auto q = b.input("q", DType::f32, {2, 8, "seq", 16});
+  auto k = b.input("k", DType::f32, {2, 2, "seq", 16});
+  auto o = b.attention(q, k, k, -1, "causal");
+  EXPECT_EQ(shape_str(g.type(o).shape), "[2,8,seq,16]");
+  auto a = b.input("a", DType::f32, {3, 1, 5, 6});
+  auto c = b.input("c", DType::f32, {4, 6, 7});
+  EXPECT_EQ(shape_str(g.type(b.matmul(a, c)).shape), "[3,4,5,7]");
+}
