@@ -16,6 +16,7 @@ std::string_view device_status_name(DeviceStatus s);
 // What a device claims to run natively: op -> dtypes of input 0.
 struct CapabilitySet {
   std::map<OpKind, DTypeSet> ops;
+  DTypeSet storage = DTypeSet::all();  // dtypes its buffers can hold
   bool has(OpKind k, DType t) const {
     auto it = ops.find(k);
     return it != ops.end() && it->second.has(t);
@@ -54,9 +55,20 @@ struct DispatchReport {
   std::string table() const;       // the printed per-op table
 };
 
+// Legalizes a graph with concrete shapes for `device`: every node becomes native, is decomposed
+// (common-IR) or rewritten, or compilation fails with a diagnostic. Implemented in src/dispatch.
+struct DispatchOptions;
+struct Legalized;
+Legalized legalize(const Graph& g, const std::string& device, const DispatchOptions& opts);
+
 struct DispatchOptions {
   std::set<std::string> force_common;  // op names that must decompose even when native
   std::set<std::string> force_native;  // op names that must be native (fail otherwise)
+};
+
+struct Legalized {
+  Graph graph;
+  DispatchReport report;
 };
 
 }  // namespace rlx

@@ -79,6 +79,8 @@ bool op_by_name(std::string_view name, OpKind* out);
 std::string_view op_name(OpKind k);
 AttrKind parse_attr_kind(std::string_view s);
 std::string_view attr_kind_name(AttrKind k);
+// MIR elementwise primitives (unary, binary, compare, select, convert): the fusable ones.
+bool is_elementwise(OpKind k);
 
 // Attribute access with the op table's defaults and clear errors.
 int64_t attr_int(const Node& n, const char* name);

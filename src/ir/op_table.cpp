@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "rlx/builder.h"
+#include "rlx/device.h"
 #include "rlx/graph.h"
 
 namespace rlx {
@@ -111,6 +112,13 @@ bool op_by_name(std::string_view name, OpKind* out) {
     }
   }
   return false;
+}
+
+bool is_elementwise(OpKind k) {
+  const auto& i = op_info(k);
+  if (i.level != Level::Mir || k == OpKind::Cumsum) return false;
+  return i.infer == &infer_unary || i.infer == &infer_binary || i.infer == &infer_compare || i.infer == &infer_select ||
+         i.infer == &infer_convert || i.infer == &infer_to_bool || i.infer == &infer_complex_part;
 }
 
 static const char* kAttrKindNames[] = {"int", "float", "str", "ints", "floats", "dims", "dtype", "tensor"};

@@ -1,0 +1,170 @@
+// Contractions: dot_general, linear and matmul for f32/f64/i32/i64/c64, through one packed
+// batched GEMM (C[b] = A[b] · B[b], A [M,K], B [K,N] row-major).
+#include <algorithm>
+#include <complex>
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+template <class T, class Acc>
+void gemm(const T* A, const T* B, T* C, int64_t M, int64_t K, int64_t N) {
+  // i-k-j order keeps the inner loop contiguous so the compiler vectorizes it.
+  std::vector<Acc> row(static_cast<size_t>(N));
+  for (int64_t i = 0; i < M; ++i) {
+    std::fill(row.begin(), row.end(), Acc{});
+    for (int64_t k = 0; k < K; ++k) {
+      Acc a = static_cast<Acc>(A[i * K + k]);
+      const T* b = B + k * N;
+      for (int64_t j = 0; j < N; ++j) row[j] += a * static_cast<Acc>(b[j]);
+    }
+    for (int64_t j = 0; j < N; ++j) C[i * N + j] = static_cast<T>(row[j]);
+  }
+}
+
+// Copies `t` permuted so that dims `order` come first..last, into contiguous memory.
+template <class T>
+std::vector<T> permute(const Tensor& t, const std::vector<int64_t>& order) {
+  const auto& s = t.shape();
+  int64_t r = t.rank();
+  std::vector<int64_t> stride(r, 1);
+  for (int64_t i = r - 2; i >= 0; --i) stride[i] = stride[i + 1] * s[i + 1];
+  std::vector<T> out(static_cast<size_t>(t.numel()));
+  std::vector<int64_t> idx(r, 0);
+  const T* src = t.data<T>();
+  for (int64_t n = 0; n < t.numel(); ++n) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < r; ++d) off += idx[order[d]] * stride[order[d]];
+    out[n] = src[off];
+    for (int64_t d = r - 1; d >= 0; --d) {
+      if (++idx[order[d]] < s[order[d]]) break;
+      idx[order[d]] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> norm(std::vector<int64_t> v, int64_t r) {
+  for (auto& x : v)
+    if (x < 0) x += r;
+  return v;
+}
+
+template <class T, class Acc>
+void dot_general_t(const Node& n, const Tensor& a, const Tensor& b, Tensor& c) {
+  auto lb = norm(attr_ints(n, "lhs_batch"), a.rank()), rb = norm(attr_ints(n, "rhs_batch"), b.rank());
+  auto lc = norm(attr_ints(n, "lhs_contract"), a.rank()), rc = norm(attr_ints(n, "rhs_contract"), b.rank());
+  auto free_dims = [](int64_t r, const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < r; ++i)
+      if (std::find(x.begin(), x.end(), i) == x.end() && std::find(y.begin(), y.end(), i) == y.end()) f.push_back(i);
+    return f;
+  };
+  auto lf = free_dims(a.rank(), lb, lc), rf = free_dims(b.rank(), rb, rc);
+  int64_t B = 1, M = 1, K = 1, N = 1;
+  for (auto d : lb) B *= a.shape()[d];
+  for (auto d : lf) M *= a.shape()[d];
+  for (auto d : lc) K *= a.shape()[d];
+  for (auto d : rf) N *= b.shape()[d];
+  std::vector<int64_t> ao = lb, bo = rb;
+  ao.insert(ao.end(), lf.begin(), lf.end());
+  ao.insert(ao.end(), lc.begin(), lc.end());
+  bo.insert(bo.end(), rc.begin(), rc.end());
+  bo.insert(bo.end(), rf.begin(), rf.end());
+  auto A = permute<T>(a, ao);
+  auto Bm = permute<T>(b, bo);
+  T* C = c.data<T>();
+  for (int64_t i = 0; i < B; ++i) gemm<T, Acc>(A.data() + i * M * K, Bm.data() + i * K * N, C + i * M * N, M, K, N);
+}
+
+}  // namespace
+
+void dot_general(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  switch (in[0].dtype()) {
+    case DType::f32: return dot_general_t<float, float>(n, in[0], in[1], out[0]);
+    case DType::f64: return dot_general_t<double, double>(n, in[0], in[1], out[0]);
+    case DType::i32: return dot_general_t<int32_t, int64_t>(n, in[0], in[1], out[0]);
+    case DType::i64: return dot_general_t<int64_t, int64_t>(n, in[0], in[1], out[0]);
+    case DType::c64: return dot_general_t<std::complex<float>, std::complex<float>>(n, in[0], in[1], out[0]);
+    default: return generic_kernel(n, in, out);
+  }
+}
+
+namespace {
+
+template <class T>
+T activate(T v, const std::string& act) {
+  if (act == "relu") return v > T(0) ? v : T(0);
+  if (act == "gelu") return T(0.5) * v * (T(1) + std::erf(v / std::sqrt(T(2))));
+  if (act == "gelu_tanh")
+    return T(0.5) * v * (T(1) + std::tanh(std::sqrt(T(2) / T(M_PI)) * (v + T(0.044715) * v * v * v)));
+  if (act == "silu") return v / (T(1) + std::exp(-v));
+  return v;
+}
+
+template <class T>
+void linear_t(const Node& n, const std::vector<Tensor>& in, Tensor& out) {
+  const Tensor &x = in[0], &w = in[1];
+  int64_t O = w.shape()[0], I = w.shape()[1], rows = x.numel() / std::max<int64_t>(I, 1);
+  const T *X = x.data<T>(), *W = w.data<T>(), *Bv = in.size() > 2 ? in[2].data<T>() : nullptr;
+  T* Y = out.data<T>();
+  const std::string& act = attr_str(n, "activation");
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = X + r * I;
+    for (int64_t o = 0; o < O; ++o) {
+      const T* wr = W + o * I;
+      T s = 0;
+      for (int64_t k = 0; k < I; ++k) s += xr[k] * wr[k];
+      if (Bv) s += Bv[o];
+      Y[r * O + o] = activate(s, act);
+    }
+  }
+}
+
+template <class T>
+void matmul_t(const Tensor& a0, const Tensor& b0, Tensor& c) {
+  // Promote vectors, broadcast batch dims, then one GEMM per batch element.
+  std::vector<int64_t> as = a0.shape(), bs = b0.shape();
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  size_t br = std::max(as.size(), bs.size()) - 2;
+  std::vector<int64_t> ab(br, 1), bb(br, 1), ob(br, 1);
+  for (size_t i = 0; i < as.size() - 2; ++i) ab[br - (as.size() - 2) + i] = as[i];
+  for (size_t i = 0; i < bs.size() - 2; ++i) bb[br - (bs.size() - 2) + i] = bs[i];
+  int64_t total = 1;
+  for (size_t i = 0; i < br; ++i) total *= (ob[i] = std::max(ab[i], bb[i]));
+  const T *A = a0.data<T>(), *B = b0.data<T>();
+  T* C = c.data<T>();
+  for (int64_t t = 0; t < total; ++t) {
+    int64_t rem = t, ao = 0, bo = 0, as_ = 1, bs_ = 1;
+    for (size_t i = br; i-- > 0;) {
+      int64_t idx = rem % ob[i];
+      rem /= ob[i];
+      ao += (ab[i] == 1 ? 0 : idx) * as_;
+      bo += (bb[i] == 1 ? 0 : idx) * bs_;
+      as_ *= ab[i];
+      bs_ *= bb[i];
+    }
+    gemm<T, T>(A + ao * M * K, B + bo * K * N, C + t * M * N, M, K, N);
+  }
+}
+
+}  // namespace
+
+void linear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (in[0].dtype() == DType::f32) return linear_t<float>(n, in, out[0]);
+  if (in[0].dtype() == DType::f64) return linear_t<double>(n, in, out[0]);
+  generic_kernel(n, in, out);
+}
+
+void matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (in[0].dtype() == DType::f32) return matmul_t<float>(in[0], in[1], out[0]);
+  if (in[0].dtype() == DType::f64) return matmul_t<double>(in[0], in[1], out[0]);
+  generic_kernel(n, in, out);
+}
+
+}  // namespace rlx::cpu

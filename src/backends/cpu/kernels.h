@@ -1,0 +1,28 @@
+// CPU kernels. Library kernels are written for the dtypes the cpu device claims natively
+// (src/dispatch/devices.cpp); every other primitive runs a generic kernel built on the reference
+// implementation. The fast-CPU work replaces entries here without touching the executor.
+#pragma once
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx::cpu {
+
+// Outputs are preallocated views into the arena/output buffers.
+using KernelFn = void (*)(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+// Returns the specialized kernel for (op, dtype of input 0), or nullptr for the generic one.
+KernelFn find_kernel(OpKind op, DType dt);
+// Generic kernel: the reference evaluation copied into the output buffers.
+void generic_kernel(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+// Generated (fused elementwise) kernel over `body`, chunk by chunk.
+void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
+
+void dot_general(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void linear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void softmax(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void layer_norm(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+}  // namespace rlx::cpu

@@ -1,0 +1,160 @@
+// The 16 targets: what each runs on, whether it can execute here, and its capability set.
+// Capability sets describe what the target's API and kernels support (e.g. WGSL has no f64/i64),
+// so legalization for a target is meaningful even where its executor is not built yet.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "rlx/device.h"
+
+namespace rlx {
+
+std::string_view device_status_name(DeviceStatus s) {
+  switch (s) {
+    case DeviceStatus::Available: return "available";
+    case DeviceStatus::CompiledOut: return "compiled-out";
+    case DeviceStatus::NoDriver: return "no driver";
+    case DeviceStatus::NoHardware: return "no hardware";
+    case DeviceStatus::CodegenOnly: return "codegen only";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& device_names() {
+  static const std::vector<std::string> n = {"cpu",     "metal", "mlx",    "ane",    "cuda",     "rocm",
+                                             "oneapi",  "tpu",   "hexagon", "gpu",   "vulkan",   "opengl",
+                                             "directx", "webgpu", "cortexm", "fpga"};
+  return n;
+}
+
+namespace {
+
+// Every MIR primitive for the dtypes it accepts, restricted to `dtypes`.
+CapabilitySet all_mir(DTypeSet dtypes) {
+  CapabilitySet c;
+  for (int i = 0; i < num_ops(); ++i) {
+    auto k = static_cast<OpKind>(i);
+    const auto& info = op_info(k);
+    if (info.level != Level::Mir) continue;
+    DTypeSet s = info.min_inputs == 0 ? dtypes : (info.dtypes & dtypes);
+    if (k == OpKind::Select) s = DTypeSet::of({DType::boolean});  // predicate; branches checked by dtypes
+    if (!s.empty()) c.add(k, s);
+  }
+  c.storage = dtypes;
+  return c;
+}
+
+void add_hir(CapabilitySet& c, std::initializer_list<OpKind> ops, DTypeSet s) {
+  for (auto k : ops) c.add(k, s);
+}
+
+bool loadable(const char* lib) {
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return false;
+  dlclose(h);
+  return true;
+}
+
+std::string probe(const char* lib) {
+  return std::string("; loader ") + lib + (loadable(lib) ? " found" : " not found");
+}
+
+std::vector<DeviceInfo> build() {
+  using D = DType;
+  const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16}),
+                 gpu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean}),
+                 web_types = DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean});
+  const auto nn_ops = {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
+                       OpKind::Attention, OpKind::Gelu};
+  std::vector<DeviceInfo> v;
+
+  // cpu: every MIR primitive; f16/bf16 contractions are promoted to f32 (no half GEMM on x86 here).
+  DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
+                 DeviceStatus::Available, "always available", all_mir(DTypeSet::all())};
+  cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64});
+  cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
+  add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
+  add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
+  v.push_back(cpu);
+
+  auto gpu_like = [&](const char* name, const char* what, DeviceStatus st, std::string why, DTypeSet types) {
+    DeviceInfo d{name, what, st, std::move(why), all_mir(types)};
+    add_hir(d.caps, nn_ops, types & (f16x | DTypeSet::of({D::bf16})));
+    return d;
+  };
+  const char* not_built = "no executor in this build yet (code generator lands with its issue)";
+  v.push_back(gpu_like("metal", "MSL rendered kernels", DeviceStatus::NoHardware,
+                       "needs an Apple GPU; none on Linux", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean})));
+  v.push_back(gpu_like("mlx", "lowering onto the MLX C++ API", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libmlx.so"), gpu_types));
+  {
+    DeviceInfo ane{"ane", "Core ML program for the Apple Neural Engine", DeviceStatus::NoHardware,
+                   "needs an Apple Neural Engine; artifact-only target", all_mir(f16x)};
+    add_hir(ane.caps, nn_ops, f16x);
+    v.push_back(ane);
+  }
+  v.push_back(gpu_like("cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libcuda.so.1"), gpu_types | DTypeSet::of({D::f64, D::c64})));
+  v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
+  v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libdnnl.so.3") , DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i32, D::boolean})));
+  v.push_back(gpu_like("tpu", "StableHLO through the PJRT C API", DeviceStatus::CompiledOut,
+                       std::string(not_built) + "; set RLX_PJRT_PLUGIN to a PJRT plugin", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean, D::f64, D::c64})));
+  {
+    DeviceInfo hex{"hexagon", "Hexagon C + HVX kernels (run under qemu-hexagon)", DeviceStatus::CompiledOut,
+                   not_built, all_mir(DTypeSet::of({D::f32, D::f16, D::i8, D::u8, D::i16, D::i32, D::boolean}))};
+    add_hir(hex.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, f32);
+    v.push_back(hex);
+  }
+  v.push_back(gpu_like("gpu", "OpenCL C rendered kernels", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libOpenCL.so.1"), gpu_types | DTypeSet::of({D::f64})));
+  v.push_back(gpu_like("vulkan", "GLSL compute -> SPIR-V -> Vulkan", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libvulkan.so.1"), gpu_types | DTypeSet::of({D::f64})));
+  v.push_back(gpu_like("opengl", "GLSL 4.3 compute through EGL", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libEGL.so.1"), DTypeSet::of({D::f32, D::i32, D::u8, D::boolean, D::f64})));
+  v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
+                       "needs Direct3D 12 (Windows); HLSL is checked through SPIR-V", DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean, D::f64, D::i64})));
+  v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,
+                       std::string(not_built) + probe("libwgpu_native.so"), web_types));
+  {
+    DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CodegenOnly,
+                 "specialty code-generation target; code generator not built yet", CapabilitySet{}};
+    const DTypeSet q = DTypeSet::of({D::i8, D::i32, D::f32});
+    for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Convert,
+                   OpKind::DotGeneral, OpKind::Conv, OpKind::Reshape, OpKind::Transpose, OpKind::ReduceWindow,
+                   OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ArgMax, OpKind::Exp, OpKind::Div, OpKind::BroadcastInDim,
+                   OpKind::Select, OpKind::Gt, OpKind::Ge, OpKind::Lt, OpKind::Le, OpKind::Eq, OpKind::Iota, OpKind::Pad,
+                   OpKind::Slice, OpKind::Concatenate, OpKind::Gather, OpKind::Neg, OpKind::Rsqrt, OpKind::Tanh,
+                   OpKind::Logistic, OpKind::Erf})
+      m.caps.add(k, q);
+    m.caps.storage = q | DTypeSet::of({D::boolean});
+    m.caps.ops[OpKind::Select] = DTypeSet::of({D::boolean});
+    v.push_back(m);
+  }
+  {
+    DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CodegenOnly,
+                 "specialty code-generation target; code generator not built yet", CapabilitySet{}};
+    const DTypeSet q = DTypeSet::of({D::i8, D::i32});
+    for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Convert, OpKind::DotGeneral,
+                   OpKind::Reshape, OpKind::Transpose, OpKind::BroadcastInDim})
+      f.caps.add(k, q);
+    f.caps.storage = q;
+    v.push_back(f);
+  }
+  return v;
+}
+
+}  // namespace
+
+const DeviceInfo& device_info(const std::string& name) {
+  static const std::vector<DeviceInfo> all = build();
+  for (auto& d : all)
+    if (d.name == name) return d;
+  std::string names;
+  for (auto& d : all) names += (names.empty() ? "" : ", ") + d.name;
+  fail("[device] unknown device '", name, "' (known: ", names, ")");
+}
+
+}  // namespace rlx

@@ -1,0 +1,255 @@
+// The dispatch contract. For each node, in order: native (the device claims op x dtype), common-IR
+// (the op table's decomposition, whose parts are dispatched in turn), rewritten (a structural
+// rewrite: promote a low-precision dtype the device lacks for this op to f32), or a compile error
+// that names the node, the device, what was tried, and which devices could run it.
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "rlx/builder.h"
+#include "rlx/device.h"
+
+namespace rlx {
+
+namespace {
+
+struct Verdict {
+  bool ok = false;
+  DispatchPath path = DispatchPath::Unsupported;
+  std::string why;  // reason it works, or everything that was tried
+};
+
+DType key_dtype(const Node& n, const std::vector<ValueType>& in, const std::vector<ValueType>& out) {
+  return in.empty() ? out.at(0).dtype : in[0].dtype;
+}
+
+std::string dtypes_str(const std::vector<ValueType>& in) {
+  std::string s;
+  for (auto& t : in) s += (s.empty() ? "" : ",") + std::string(dtype_name(t.dtype));
+  return s.empty() ? "-" : s;
+}
+
+// Emits a decomposition of `n` into a scratch graph whose inputs have the types `in`.
+Graph decompose_scratch(const Node& n, const std::vector<ValueType>& in, std::vector<ValueId>* outs) {
+  Graph s;
+  Builder b(s);
+  b.set_origin(n.name);
+  std::vector<ValueId> ins;
+  for (size_t i = 0; i < in.size(); ++i) ins.push_back(s.add_input("in" + std::to_string(i), in[i].dtype, in[i].shape));
+  *outs = op_info(n.op).decompose(b, n, ins);
+  return s;
+}
+
+bool promotable(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+class Legalizer {
+ public:
+  Legalizer(const DeviceInfo& dev, const DispatchOptions& opts) : dev_(dev), opts_(opts) {}
+
+  // Whether (and how) the node can run, without emitting anything.
+  Verdict check(const Node& n, const std::vector<ValueType>& in, int depth = 0) {
+    const auto& info = op_info(n.op);
+    std::vector<ValueType> out = infer_types(n.op, in, n.attrs, "[dispatch]");
+    DType dt = key_dtype(n, in, out);
+    std::string name(info.name), dn(dtype_name(dt));
+    for (auto& t : out)
+      if (!dev_.caps.storage.has(t.dtype))
+        return {false, DispatchPath::Unsupported, dev_.name + " has no " + std::string(dtype_name(t.dtype)) + " buffers"};
+    std::vector<std::string> tried;
+    bool force_common = opts_.force_common.count(name) > 0;
+    if (!force_common && dev_.caps.has(n.op, dt)) return {true, DispatchPath::Native, dev_.name + " kernel"};
+    tried.push_back(force_common ? "native skipped (--force-common)" : "native: no " + name + " kernel for " + dn);
+    if (opts_.force_native.count(name))
+      return {false, DispatchPath::Unsupported, "native forced (--force-native) but " + tried.back()};
+    if (depth > 24) return {false, DispatchPath::Unsupported, "decomposition too deep"};
+    if (info.decompose) {
+      std::vector<ValueId> outs;
+      Graph s = decompose_scratch(n, in, &outs);
+      std::string bad;
+      for (auto& part : s.nodes) {
+        std::vector<ValueType> pin;
+        for (auto v : part.inputs) pin.push_back(s.type(v));
+        Verdict v = check(part, pin, depth + 1);
+        if (!v.ok) {
+          bad = std::string(op_name(part.op)) + " " + dtypes_str(pin) + " (" + v.why + ")";
+          break;
+        }
+      }
+      if (bad.empty())
+        return {true, DispatchPath::CommonIR, "decomposed into " + std::to_string(s.nodes.size()) + " ops"};
+      tried.push_back("common-IR: part " + bad);
+    } else {
+      tried.push_back("common-IR: " + name + " is a primitive (no decomposition)");
+    }
+    if (promotable(dt)) {
+      Verdict v = check(promoted(n), promote_types(in, dt), depth + 1);
+      if (v.ok) return {true, DispatchPath::Rewritten, "promoted " + dn + " -> f32 (" + tried[0].substr(8) + ")"};
+      tried.push_back("rewritten: promoted to f32 still fails (" + v.why + ")");
+    } else {
+      tried.push_back("rewritten: no rewrite applies to " + dn);
+    }
+    std::string all;
+    for (auto& t : tried) all += (all.empty() ? "" : "; ") + t;
+    return {false, DispatchPath::Unsupported, all};
+  }
+
+  std::vector<ValueId> emit(Builder& b, const Node& n, const std::vector<ValueId>& ins) {
+    std::vector<ValueType> in;
+    for (auto v : ins) in.push_back(b.type(v));
+    Verdict v = check(n, in);
+    if (!v.ok) unsupported(n, in, v);
+    std::vector<ValueType> out = infer_types(n.op, in, n.attrs, "[dispatch]");
+    DType dt = key_dtype(n, in, out);
+    record(n.op, dt, v.path, v.why);
+    b.set_origin(n.name);
+    switch (v.path) {
+      case DispatchPath::Native: return b.op(n.op, ins, n.attrs);
+      case DispatchPath::CommonIR: {
+        std::vector<ValueId> souts;
+        Graph s = decompose_scratch(n, in, &souts);
+        std::map<ValueId, ValueId> m;
+        for (size_t i = 0; i < s.inputs.size(); ++i) m[s.inputs[i]] = ins[i];
+        for (auto& part : s.nodes) {
+          std::vector<ValueId> pin;
+          for (auto x : part.inputs) pin.push_back(m.at(x));
+          auto pout = emit(b, part, pin);
+          for (size_t i = 0; i < pout.size(); ++i) m[part.outputs[i]] = pout[i];
+        }
+        std::vector<ValueId> r;
+        for (auto o : souts) r.push_back(m.at(o));
+        return r;
+      }
+      case DispatchPath::Rewritten: {
+        std::vector<ValueId> cin;
+        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? b.convert(x, DType::f32) : x);
+        auto cout = emit(b, promoted(n), cin);
+        for (size_t i = 0; i < cout.size(); ++i)
+          if (out[i].dtype == dt) cout[i] = b.convert(cout[i], dt);
+        return cout;
+      }
+      default: break;
+    }
+    unsupported(n, in, v);
+  }
+
+  DispatchReport report;
+
+ private:
+  static Node promoted(const Node& n) {
+    Node p = n;
+    auto it = p.attrs.find("dtype");  // constant-like ops that name their dtype
+    if (it != p.attrs.end() && std::holds_alternative<DType>(it->second.v)) it->second = Attr(DType::f32);
+    auto c = p.attrs.find("value");
+    if (c != p.attrs.end() && std::holds_alternative<Tensor>(c->second.v)) {
+      const Tensor& t = std::get<Tensor>(c->second.v);
+      Tensor f(DType::f32, t.shape());
+      for (int64_t i = 0; i < t.numel(); ++i) f.set(i, t.get(i));
+      c->second = Attr(f);
+    }
+    return p;
+  }
+  static std::vector<ValueType> promote_types(std::vector<ValueType> in, DType dt) {
+    for (auto& t : in)
+      if (t.dtype == dt) t.dtype = DType::f32;
+    return in;
+  }
+
+  void record(OpKind op, DType dt, DispatchPath p, const std::string& why) {
+    std::string name(op_name(op)), d(dtype_name(dt));
+    for (auto& r : report.rows) {
+      if (r.op == name && r.dtype == d && r.path == p) {
+        ++r.count;
+        return;
+      }
+    }
+    report.rows.push_back(DispatchRow{name, d, p, 1, why});
+  }
+
+  [[noreturn]] void unsupported(const Node& n, const std::vector<ValueType>& in, const Verdict& v) {
+    std::vector<std::string> can;
+    for (auto& name : device_names()) {
+      if (name == dev_.name) continue;
+      Legalizer other(device_info(name), DispatchOptions{});
+      if (other.check(n, in).ok) can.push_back(name);
+    }
+    std::string who = n.name.empty() ? "<unnamed>" : n.name;
+    std::string types;
+    for (auto& t : in) types += (types.empty() ? "" : ", ") + std::string(dtype_name(t.dtype)) + shape_str(t.shape);
+    std::string sugg;
+    for (auto& c : can) sugg += (sugg.empty() ? "" : ", ") + c;
+    fail("[dispatch] cannot legalize node '", who, "' (op ", op_name(n.op), ", inputs ", types.empty() ? "none" : types,
+         ") for device '", dev_.name, "'\n  tried: ", v.why,
+         "\n  devices that could run it: ", sugg.empty() ? "none" : sugg);
+  }
+
+  const DeviceInfo& dev_;
+  const DispatchOptions& opts_;
+};
+
+}  // namespace
+
+std::string_view dispatch_path_name(DispatchPath p) {
+  switch (p) {
+    case DispatchPath::Native: return "native";
+    case DispatchPath::CommonIR: return "common-IR";
+    case DispatchPath::Rewritten: return "rewritten";
+    case DispatchPath::Unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+Legalized legalize(const Graph& g, const std::string& device, const DispatchOptions& opts) {
+  const DeviceInfo& dev = device_info(device);
+  for (auto& o : opts.force_common) {
+    OpKind k;
+    RLX_CHECK(op_by_name(o, &k), "[dispatch] --force-common names unknown op '", o, "'");
+  }
+  for (auto& o : opts.force_native) {
+    OpKind k;
+    RLX_CHECK(op_by_name(o, &k), "[dispatch] --force-native names unknown op '", o, "'");
+  }
+  Legalizer L(dev, opts);
+  Legalized r;
+  r.graph.name = g.name;
+  Builder b(r.graph);
+  std::map<ValueId, ValueId> m;
+  for (auto i : g.inputs) m[i] = r.graph.add_input(g.values[i].name, g.type(i).dtype, g.type(i).shape);
+  for (auto& n : g.nodes) {
+    std::vector<ValueId> ins;
+    for (auto v : n.inputs) ins.push_back(m.at(v));
+    auto outs = L.emit(b, n, ins);
+    for (size_t i = 0; i < outs.size(); ++i) m[n.outputs[i]] = outs[i];
+  }
+  for (auto o : g.outputs) {
+    ValueId v = m.at(o);
+    r.graph.outputs.push_back(v);
+    if (r.graph.values[v].name.empty()) r.graph.values[v].name = g.values[o].name;
+  }
+  L.report.device = device;
+  r.report = std::move(L.report);
+  return r;
+}
+
+std::string DispatchReport::table() const {
+  std::ostringstream os;
+  int total = 0;
+  for (auto& r : rows) total += r.count;
+  os << "dispatch report: device " << device << "\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  %-18s %-6s %-11s %5s  %s\n", "op", "dtype", "path", "nodes", "reason");
+  os << buf;
+  std::vector<DispatchRow> sorted = rows;
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.path < b.path; });
+  for (auto& r : sorted) {
+    std::snprintf(buf, sizeof buf, "  %-18s %-6s %-11s %5d  %s\n", r.op.c_str(), r.dtype.c_str(),
+                  std::string(dispatch_path_name(r.path)).c_str(), r.count, r.reason.c_str());
+    os << buf;
+  }
+  int counts[4] = {0, 0, 0, 0};
+  for (auto& r : rows) counts[static_cast<int>(r.path)] += r.count;
+  os << "  total: " << counts[0] << " native, " << counts[1] << " common-IR, " << counts[2] << " rewritten\n";
+  for (auto& n : notes) os << "  note: " << n << "\n";
+  return os.str();
+}
+
+}  // namespace rlx

@@ -1,0 +1,33 @@
+// Graph-to-graph passes. Each takes a graph and returns a new one; inputs are never modified.
+#pragma once
+#include <functional>
+
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+// Rebuilds `g`, replacing every node for which `lower(node, graph)` holds by its op-table
+// decomposition, and repeats on the result (decompositions may emit HIR ops) until no node wants
+// lowering; throws rlx::Error after 16 rounds. Inputs, outputs and value names are preserved;
+// emitted nodes carry their source node's name.
+Graph decompose_graph(const Graph& g, const std::function<bool(const Node&, const Graph&)>& lower);
+
+// decompose_graph lowering every HIR op: the result is HIR-free.
+Graph decompose_all(const Graph& g);
+
+
+// specialize-shapes: binds symbolic dims (inputs and dims attributes) and re-infers every shape.
+Graph specialize_shapes(const Graph& g, const Bindings& b);
+// Reads symbolic-dim sizes off concrete inputs; throws naming the input on dtype/rank/size mismatch.
+Bindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs);
+// eliminate-dead-code: drops nodes whose outputs never reach a graph output.
+Graph eliminate_dead_code(const Graph& g);
+// fold-constants: evaluates nodes whose inputs are all constants (outputs up to `max_elems`
+// elements) with the reference interpreter and replaces them by constants.
+Graph fold_constants(const Graph& g, int64_t max_elems = 1 << 16);
+// Elementwise fusion groups: group id per node (-1 = not fused); nodes of a group share one output
+// shape and form a chain whose intermediate values have a single consumer.
+std::vector<int> plan_fusion(const Graph& g);
+
+}  // namespace rlx

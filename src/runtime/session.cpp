@@ -1,0 +1,126 @@
+// CompiledModel: specialize -> verify -> legalize (dispatch) -> fold/DCE -> lower to LIR -> plan ->
+// executable, cached per concrete binding of the symbolic dims.
+#include <map>
+
+#include "passes/passes.h"
+#include "rlx/lir.h"
+#include "rlx/session.h"
+#include "rlx/text.h"
+#include "runtime/backend.h"
+
+namespace rlx {
+
+namespace {
+std::string key_of(const Bindings& b) {
+  std::string k;
+  for (auto& [s, v] : b) k += (k.empty() ? "" : ",") + s + "=" + std::to_string(v);
+  return k.empty() ? "(static)" : k;
+}
+}  // namespace
+
+struct CompiledModel::Impl {
+  Graph g;
+  CompileOptions opts;
+  struct Entry {
+    Graph hir;  // specialized
+    Legalized mir;
+    LirProgram lir;
+    std::unique_ptr<Executable> exe;
+  };
+  std::map<std::string, Entry> cache;
+  std::vector<std::string> notes;
+  DispatchReport last_report;
+  Executable* last_exe = nullptr;
+
+  Entry& get(const Bindings& b) {
+    std::string key = key_of(b);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      notes.push_back("specialization " + key + ": cache hit");
+      return it->second;
+    }
+    Entry e;
+    e.hir = specialize_shapes(g, b);
+    if (opts.verify) verify_graph(e.hir);
+    e.mir = legalize(e.hir, opts.device, opts.dispatch);
+    e.mir.graph = eliminate_dead_code(fold_constants(e.mir.graph));
+    if (opts.verify) verify_graph(e.mir.graph);
+    e.lir = lower_to_lir(e.mir.graph, opts.fuse);
+    if (opts.verify) verify_lir(e.lir);
+    notes.push_back("specialization " + key + ": compiled (" + std::to_string(e.lir.kernels.size()) + " kernels, arena " +
+                    std::to_string(e.lir.arena_bytes) + " B vs " + std::to_string(e.lir.naive_bytes) +
+                    " B unplanned); cache now " + std::to_string(cache.size() + 1));
+    return cache.emplace(key, std::move(e)).first->second;
+  }
+
+  Bindings default_bindings(Bindings b) const {
+    for (auto& s : g.symbols())
+      if (!b.count(s)) b[s] = 1;
+    return b;
+  }
+};
+
+CompiledModel::CompiledModel(Graph g, CompileOptions opts) : impl_(std::make_unique<Impl>()) {
+  impl_->g = std::move(g);
+  impl_->opts = std::move(opts);
+  device_info(impl_->opts.device);  // unknown device names fail here
+  if (impl_->opts.verify) verify_graph(impl_->g);
+}
+CompiledModel::~CompiledModel() = default;
+CompiledModel::CompiledModel(CompiledModel&&) noexcept = default;
+CompiledModel& CompiledModel::operator=(CompiledModel&&) noexcept = default;
+
+const Graph& CompiledModel::graph() const { return impl_->g; }
+const CompileOptions& CompiledModel::options() const { return impl_->opts; }
+int CompiledModel::cache_size() const { return static_cast<int>(impl_->cache.size()); }
+
+std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) {
+  Bindings b = bind_inputs(impl_->g, inputs);
+  auto& e = impl_->get(b);
+  if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);
+  impl_->last_exe = e.exe.get();
+  return e.exe->run(inputs);
+}
+
+std::map<std::string, Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> in;
+  for (auto i : impl_->g.inputs) {
+    const std::string& name = impl_->g.values[i].name;
+    auto it = inputs.find(name);
+    RLX_CHECK(it != inputs.end(), "[run] missing input '", name, "'");
+    in.push_back(it->second);
+  }
+  for (auto& [k, v] : inputs) {
+    bool known = false;
+    for (auto i : impl_->g.inputs) known |= impl_->g.values[i].name == k;
+    RLX_CHECK(known, "[run] unknown input '", k, "'");
+  }
+  auto outs = run(in);
+  std::map<std::string, Tensor> r;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::string name = impl_->g.values[impl_->g.outputs[i]].name;
+    if (name.empty() || r.count(name)) name = "output_" + std::to_string(i);
+    r[name] = outs[i];
+  }
+  return r;
+}
+
+std::string CompiledModel::dump(const std::string& level, const Bindings& b) {
+  auto& e = impl_->get(impl_->default_bindings(b));
+  if (level == "hir") return print_graph(e.hir);
+  if (level == "mir") return print_graph(e.mir.graph);
+  if (level == "lir") return print_lir(e.lir, true);
+  fail("[compile] unknown dump level '", level, "' (hir|mir|lir)");
+}
+
+const DispatchReport& CompiledModel::report(const Bindings& b) {
+  Bindings full = impl_->default_bindings(b);
+  auto& e = impl_->get(full);
+  impl_->last_report = e.mir.report;
+  impl_->last_report.notes = impl_->notes;
+  return impl_->last_report;
+}
+
+std::string CompiledModel::profile() const { return impl_->last_exe ? impl_->last_exe->profile() : ""; }
+
+}  // namespace rlx
