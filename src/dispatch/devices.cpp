@@ -119,7 +119,7 @@ std::vector<DeviceInfo> build() {
   v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,
                        std::string(not_built) + probe("libwgpu_native.so"), web_types));
   {
-    DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CodegenOnly,
+    DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};
     const DTypeSet q = DTypeSet::of({D::i8, D::i32, D::f32});
     for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Convert,
@@ -134,7 +134,7 @@ std::vector<DeviceInfo> build() {
     v.push_back(m);
   }
   {
-    DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CodegenOnly,
+    DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};
     const DTypeSet q = DTypeSet::of({D::i8, D::i32});
     for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Convert, OpKind::DotGeneral,

@@ -40,7 +40,14 @@ Graph decompose_scratch(const Node& n, const std::vector<ValueType>& in, std::ve
   return s;
 }
 
-bool promotable(DType t) { return t == DType::f16 || t == DType::bf16; }
+// The dtype-moving rewrite: halves compute in f32, narrow integers in i32 (integer results wrap
+// modulo the narrow width either way, so converting back is exact).
+DType promotion_target(DType t) {
+  if (t == DType::f16 || t == DType::bf16) return DType::f32;
+  if (t == DType::i8 || t == DType::u8 || t == DType::i16) return DType::i32;
+  return t;
+}
+bool promotable(DType t) { return promotion_target(t) != t; }
 
 class Legalizer {
  public:
@@ -54,7 +61,9 @@ class Legalizer {
     std::string name(info.name), dn(dtype_name(dt));
     for (auto& t : out)
       if (!dev_.caps.storage.has(t.dtype))
-        return {false, DispatchPath::Unsupported, dev_.name + " has no " + std::string(dtype_name(t.dtype)) + " buffers"};
+        return {false, DispatchPath::Unsupported,
+                "every path produces " + std::string(dtype_name(t.dtype)) + " values and " + dev_.name + " has no " +
+                    std::string(dtype_name(t.dtype)) + " buffers (no rewrite moves an output dtype)"};
     std::vector<std::string> tried;
     bool force_common = opts_.force_common.count(name) > 0;
     if (!force_common && dev_.caps.has(n.op, dt)) return {true, DispatchPath::Native, dev_.name + " kernel"};
@@ -82,9 +91,11 @@ class Legalizer {
       tried.push_back("common-IR: " + name + " is a primitive (no decomposition)");
     }
     if (promotable(dt)) {
-      Verdict v = check(promoted(n), promote_types(in, dt), depth + 1);
-      if (v.ok) return {true, DispatchPath::Rewritten, "promoted " + dn + " -> f32 (" + tried[0].substr(8) + ")"};
-      tried.push_back("rewritten: promoted to f32 still fails (" + v.why + ")");
+      DType to = promotion_target(dt);
+      Verdict v = check(promoted(n, to), promote_types(in, dt), depth + 1);
+      std::string tn(dtype_name(to));
+      if (v.ok) return {true, DispatchPath::Rewritten, "promoted " + dn + " -> " + tn + " (" + tried[0].substr(8) + ")"};
+      tried.push_back("rewritten: promoted to " + tn + " still fails (" + v.why + ")");
     } else {
       tried.push_back("rewritten: no rewrite applies to " + dn);
     }
@@ -121,8 +132,9 @@ class Legalizer {
       }
       case DispatchPath::Rewritten: {
         std::vector<ValueId> cin;
-        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? b.convert(x, DType::f32) : x);
-        auto cout = emit(b, promoted(n), cin);
+        DType to = promotion_target(dt);
+        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? b.convert(x, to) : x);
+        auto cout = emit(b, promoted(n, to), cin);
         for (size_t i = 0; i < cout.size(); ++i)
           if (out[i].dtype == dt) cout[i] = b.convert(cout[i], dt);
         return cout;
@@ -135,14 +147,14 @@ class Legalizer {
   DispatchReport report;
 
  private:
-  static Node promoted(const Node& n) {
+  static Node promoted(const Node& n, DType to) {
     Node p = n;
     auto it = p.attrs.find("dtype");  // constant-like ops that name their dtype
-    if (it != p.attrs.end() && std::holds_alternative<DType>(it->second.v)) it->second = Attr(DType::f32);
+    if (it != p.attrs.end() && std::holds_alternative<DType>(it->second.v)) it->second = Attr(to);
     auto c = p.attrs.find("value");
     if (c != p.attrs.end() && std::holds_alternative<Tensor>(c->second.v)) {
       const Tensor& t = std::get<Tensor>(c->second.v);
-      Tensor f(DType::f32, t.shape());
+      Tensor f(to, t.shape());
       for (int64_t i = 0; i < t.numel(); ++i) f.set(i, t.get(i));
       c->second = Attr(f);
     }
@@ -150,7 +162,7 @@ class Legalizer {
   }
   static std::vector<ValueType> promote_types(std::vector<ValueType> in, DType dt) {
     for (auto& t : in)
-      if (t.dtype == dt) t.dtype = DType::f32;
+      if (t.dtype == dt) t.dtype = promotion_target(dt);
     return in;
   }
 

@@ -1,0 +1,198 @@
+// One conformance case per (op, dtype): shapes and attributes chosen to exercise broadcasting,
+// padding, grouping and masking, with seeded inputs in each op's domain.
+#include <random>
+
+#include "rlx/builder.h"
+#include "rlx/conformance.h"
+
+namespace rlx {
+
+namespace {
+
+using O = OpKind;
+
+Tensor random_tensor(DType dt, std::vector<int64_t> shape, std::mt19937& rng, double lo = -2, double hi = 2) {
+  Tensor t(dt, std::move(shape));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (dtype_class(dt)) {
+      case DClass::kFloat: t.set(i, u(rng)); break;
+      case DClass::kComplex: t.setc(i, {u(rng), u(rng)}); break;
+      case DClass::kSigned: t.set(i, std::floor(u(rng) * 3)); break;
+      case DClass::kUnsigned: t.set(i, std::floor(std::abs(u(rng)) * 4)); break;
+      case DClass::kBool: t.set(i, u(rng) > 0 ? 1 : 0); break;
+    }
+  }
+  return t;
+}
+
+Tensor indices(std::vector<int64_t> shape, int64_t n, std::mt19937& rng) {
+  Tensor t(DType::i64, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_int(i, static_cast<int64_t>(rng() % n));
+  return t;
+}
+
+bool positive_domain(O op) { return op == O::Log || op == O::Sqrt || op == O::Rsqrt || op == O::Pow; }
+
+struct CaseBuilder {
+  ConformanceCase c;
+  Builder b{c.graph};
+  std::mt19937 rng;
+  CaseBuilder(O op, DType dt) : rng(static_cast<unsigned>(static_cast<int>(op) * 131 + static_cast<int>(dt))) {
+    c.op = op;
+    c.dtype = dt;
+  }
+  ValueId in(DType dt, std::vector<int64_t> shape, double lo = -2, double hi = 2) {
+    std::string name = "x" + std::to_string(c.inputs.size());
+    c.inputs.push_back(random_tensor(dt, shape, rng, lo, hi));
+    return b.input(name, dt, to_shape(shape));
+  }
+  ValueId in_tensor(Tensor t) {
+    std::string name = "x" + std::to_string(c.inputs.size());
+    ValueId v = b.input(name, t.dtype(), to_shape(t.shape()));
+    c.inputs.push_back(std::move(t));
+    return v;
+  }
+  void finish(std::vector<ValueId> outs) {
+    for (auto o : outs) b.output(o);
+  }
+};
+
+bool build(O op, DType dt, ConformanceCase* out) {
+  CaseBuilder cb(op, dt);
+  auto& b = cb.b;
+  double lo = positive_domain(op) ? 0.25 : -2, hi = 2;
+  std::vector<ValueId> outs;
+  if (is_elementwise(op)) {
+    if (op == O::Select) {
+      if (dt != DType::boolean) return false;
+      auto p = cb.in(DType::boolean, {3, 5});
+      outs = b.op(op, {p, cb.in(DType::f32, {3, 5}), cb.in(DType::f32, {5})});
+    } else if (op == O::Convert) {
+      outs = b.op(op, {cb.in(dt, {3, 5})}, {{"to", dt == DType::f32 ? DType::f16 : DType::f32}});
+    } else if (op_info(op).min_inputs == 2) {
+      outs = b.op(op, {cb.in(dt, {3, 5}, lo, hi), cb.in(dt, {5}, lo, hi)});
+    } else {
+      outs = b.op(op, {cb.in(dt, {3, 5}, lo, hi)});
+    }
+    cb.finish(outs);
+    *out = std::move(cb.c);
+    return true;
+  }
+  const bool is_f = is_float(dt);
+  switch (op) {
+    case O::Constant: outs = b.op(op, {}, {{"value", random_tensor(dt, {2, 3}, cb.rng)}}); break;
+    case O::Iota:
+      if (dt == DType::boolean || dt == DType::c64) return false;
+      outs = b.op(op, {}, {{"shape", Shape{3, 4}}, {"dim", int64_t{1}}, {"dtype", dt}});
+      break;
+    case O::RngUniform:
+      if (!is_f) return false;
+      outs = b.op(op, {}, {{"shape", Shape{16}}, {"dtype", dt}, {"seed", int64_t{7}}, {"low", -1.0}, {"high", 3.0}});
+      break;
+    case O::ReduceSum: case O::ReduceMax: case O::ReduceMin: case O::ReduceProd: case O::ReduceMean:
+      outs = b.op(op, {cb.in(dt, {3, 4, 5}, -1.5, 1.5)}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+      break;
+    case O::ArgMax: case O::ArgMin: outs = b.op(op, {cb.in(dt, {3, 5})}, {{"axis", int64_t{1}}}); break;
+    case O::DotGeneral:
+      outs = b.op(op, {cb.in(dt, {2, 3, 4}), cb.in(dt, {2, 4, 5})},
+                  {{"lhs_batch", std::vector<int64_t>{0}}, {"rhs_batch", std::vector<int64_t>{0}},
+                   {"lhs_contract", std::vector<int64_t>{2}}, {"rhs_contract", std::vector<int64_t>{1}}});
+      break;
+    case O::Conv:
+      outs = b.op(op, {cb.in(dt, {1, 4, 6, 6}), cb.in(dt, {6, 2, 3, 3})},
+                  {{"strides", std::vector<int64_t>{1, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                   {"groups", int64_t{2}}});
+      break;
+    case O::ReduceWindow:
+      outs = b.op(op, {cb.in(dt, {1, 2, 5, 5})},
+                  {{"kind", "max"}, {"window", std::vector<int64_t>{1, 1, 2, 2}},
+                   {"strides", std::vector<int64_t>{1, 1, 2, 2}}, {"pads", std::vector<int64_t>{0, 0, 1, 1, 0, 0, 0, 0}}});
+      break;
+    case O::Cumsum: outs = b.op(op, {cb.in(dt, {3, 5})}, {{"axis", int64_t{1}}}); break;
+    case O::Sort: outs = b.op(op, {cb.in(dt, {3, 5})}, {{"axis", int64_t{-1}}}); break;
+    case O::TopK: outs = b.op(op, {cb.in(dt, {3, 6})}, {{"k", int64_t{3}}}); break;
+    case O::BroadcastInDim:
+      outs = b.op(op, {cb.in(dt, {3, 1})}, {{"shape", Shape{2, 3, 4}}, {"dims", std::vector<int64_t>{1, 2}}});
+      break;
+    case O::Reshape: outs = b.op(op, {cb.in(dt, {3, 4})}, {{"shape", Shape{2, 6}}}); break;
+    case O::Transpose: outs = b.op(op, {cb.in(dt, {2, 3, 4})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}); break;
+    case O::Slice:
+      outs = b.op(op, {cb.in(dt, {4, 6})}, {{"start", std::vector<int64_t>{1, 0}}, {"limit", std::vector<int64_t>{3, 6}},
+                                             {"stride", std::vector<int64_t>{1, 2}}});
+      break;
+    case O::Pad:
+      outs = b.op(op, {cb.in(dt, {3, 4})}, {{"low", std::vector<int64_t>{1, 0}}, {"high", std::vector<int64_t>{0, 2}}});
+      break;
+    case O::Concatenate: outs = b.op(op, {cb.in(dt, {2, 3}), cb.in(dt, {2, 2})}, {{"axis", int64_t{1}}}); break;
+    case O::Gather: {
+      auto x = cb.in(dt, {5, 3});
+      outs = b.op(op, {x, cb.in_tensor(indices({4}, 5, cb.rng))});
+      break;
+    }
+    case O::ScatterAdd: {
+      auto x = cb.in(dt, {5, 3});
+      auto idx = cb.in_tensor(indices({4}, 5, cb.rng));
+      outs = b.op(op, {x, idx, cb.in(dt, {4, 3})});
+      break;
+    }
+    case O::MatMul: outs = b.op(op, {cb.in(dt, {2, 3, 4}), cb.in(dt, {4, 5})}); break;
+    case O::Linear:
+      outs = b.op(op, {cb.in(dt, {2, 3, 8}), cb.in(dt, {6, 8}), cb.in(dt, {6})}, {{"activation", "gelu"}});
+      break;
+    case O::Convolution:
+      outs = b.op(op, {cb.in(dt, {1, 3, 7, 7}), cb.in(dt, {4, 3, 3, 3}), cb.in(dt, {4})},
+                  {{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+      break;
+    case O::MaxPool:
+      outs = b.op(op, {cb.in(dt, {1, 2, 6, 6})}, {{"kernel", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+      break;
+    case O::AvgPool:
+      outs = b.op(op, {cb.in(dt, {1, 2, 6, 6})}, {{"kernel", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}},
+                                                  {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+      break;
+    case O::GlobalAvgPool: outs = b.op(op, {cb.in(dt, {2, 3, 4, 4})}); break;
+    case O::LayerNorm: outs = b.op(op, {cb.in(dt, {2, 3, 8}), cb.in(dt, {8}), cb.in(dt, {8})}); break;
+    case O::RmsNorm: outs = b.op(op, {cb.in(dt, {2, 3, 8}), cb.in(dt, {8})}); break;
+    case O::Softmax: case O::LogSoftmax: outs = b.op(op, {cb.in(dt, {3, 7})}); break;
+    case O::Gelu: case O::Silu: case O::Relu: outs = b.op(op, {cb.in(dt, {3, 5})}); break;
+    case O::Embedding: {
+      auto t = cb.in(dt, {10, 4});
+      outs = b.op(op, {t, cb.in_tensor(indices({2, 3}, 10, cb.rng))});
+      break;
+    }
+    case O::Attention:
+      outs = b.op(op, {cb.in(dt, {2, 4, 5, 8}), cb.in(dt, {2, 2, 7, 8}), cb.in(dt, {2, 2, 7, 8})}, {{"mask", "causal"}});
+      break;
+    case O::Rope: {
+      auto x = cb.in(dt, {1, 2, 4, 8});
+      outs = b.op(op, {x, cb.in_tensor(indices({4}, 64, cb.rng))});
+      break;
+    }
+    case O::Expand: outs = b.op(op, {cb.in(dt, {3, 1})}, {{"shape", Shape{2, 3, 4}}}); break;
+    case O::Squeeze: outs = b.op(op, {cb.in(dt, {3, 1, 4})}, {{"axes", std::vector<int64_t>{1}}}); break;
+    case O::Unsqueeze: outs = b.op(op, {cb.in(dt, {3, 4})}, {{"axes", std::vector<int64_t>{0, 2}}}); break;
+    default: return false;
+  }
+  cb.finish(outs);
+  *out = std::move(cb.c);
+  return true;
+}
+
+}  // namespace
+
+std::vector<ConformanceCase> conformance_cases() {
+  std::vector<ConformanceCase> r;
+  for (int i = 0; i < num_ops(); ++i) {
+    auto op = static_cast<O>(i);
+    for (int d = 0; d < kNumDTypes; ++d) {
+      auto dt = static_cast<DType>(d);
+      if (op_info(op).min_inputs > 0 && !op_info(op).dtypes.has(dt)) continue;
+      ConformanceCase c;
+      if (build(op, dt, &c)) r.push_back(std::move(c));
+    }
+  }
+  return r;
+}
+
+}  // namespace rlx
