@@ -1,0 +1,117 @@
+#include <gtest/gtest.h>
+
+#include "rlx/builder.h"
+#include "rlx/device.h"
+#include "passes/passes.h"
+#include "rlx/text.h"
+
+using namespace rlx;
+
+namespace {
+std::string example(const char* name) { return std::string(RLX_SOURCE_DIR) + "/examples/" + name; }
+
+int count_path(const DispatchReport& r, DispatchPath p) {
+  int n = 0;
+  for (auto& row : r.rows) n += row.path == p ? row.count : 0;
+  return n;
+}
+
+Graph mlp(DType dt) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", dt, {2, 8});
+  auto w = b.input("w", dt, {4, 8});
+  auto h = b.gelu(b.linear(x, w));
+  b.output(b.softmax(h));
+  return g;
+}
+}  // namespace
+
+TEST(Dispatch, SixteenTargetsCpuAvailable) {
+  ASSERT_EQ(device_names().size(), 16u);
+  EXPECT_TRUE(device_info("cpu").can_execute());
+  for (auto& n : device_names()) EXPECT_FALSE(device_info(n).reason.empty()) << n;
+  EXPECT_THROW(device_info("quantum"), Error);
+}
+
+TEST(Dispatch, AllThreePathsOnCpu) {
+  Graph g = specialize_shapes(load_graph_file(example("mixed.rlx")), {{"batch", 2}});
+  Legalized l = legalize(g, "cpu", {});
+  EXPECT_GT(count_path(l.report, DispatchPath::Native), 0);
+  EXPECT_GT(count_path(l.report, DispatchPath::CommonIR), 0);
+  EXPECT_GT(count_path(l.report, DispatchPath::Rewritten), 0);
+  EXPECT_NE(l.report.table().find("promoted f16 -> f32"), std::string::npos);
+  // Everything left is native on cpu: a MIR graph plus natively claimed HIR ops.
+  for (auto& n : l.graph.nodes) {
+    std::vector<ValueType> in;
+    for (auto v : n.inputs) in.push_back(l.graph.type(v));
+    EXPECT_TRUE(device_info("cpu").caps.has(n.op, in.empty() ? l.graph.type(n.outputs[0]).dtype : in[0].dtype))
+        << op_name(n.op);
+  }
+  verify_graph(l.graph);
+}
+
+TEST(Dispatch, ForcedPaths) {
+  Graph g = mlp(DType::f32);
+  Legalized native = legalize(g, "cpu", {});
+  bool linear_native = false;
+  for (auto& n : native.graph.nodes) linear_native |= n.op == OpKind::Linear;
+  EXPECT_TRUE(linear_native);
+  DispatchOptions o;
+  o.force_common.insert("linear");
+  Legalized common = legalize(g, "cpu", o);
+  for (auto& n : common.graph.nodes) EXPECT_NE(n.op, OpKind::Linear);
+  DispatchOptions bad;
+  bad.force_native.insert("gelu");
+  try {
+    legalize(g, "cpu", bad);
+    FAIL() << "forcing a native gelu on cpu must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--force-native"), std::string::npos) << e.what();
+  }
+  DispatchOptions unknown;
+  unknown.force_common.insert("not_an_op");
+  EXPECT_THROW(legalize(g, "cpu", unknown), Error);
+}
+
+TEST(Dispatch, UnsupportedNamesNodeDeviceAndAlternatives) {
+  Graph g = load_graph_file(example("f64_attention.rlx"));
+  try {
+    legalize(g, "webgpu", {});
+    FAIL() << "webgpu has no f64";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("self_attn"), std::string::npos) << m;
+    EXPECT_NE(m.find("attention"), std::string::npos) << m;
+    EXPECT_NE(m.find("f64[1,2,4,8]"), std::string::npos) << m;
+    EXPECT_NE(m.find("webgpu"), std::string::npos) << m;
+    EXPECT_NE(m.find("tried:"), std::string::npos) << m;
+    EXPECT_NE(m.find("could run it: cpu"), std::string::npos) << m;
+  }
+}
+
+TEST(Dispatch, IntegerWideningRewrite) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", DType::i8, {2, 3});
+  auto y = b.input("y", DType::i8, {3, 2});
+  b.output(b.matmul(x, y));
+  Legalized l = legalize(g, "cpu", {});
+  EXPECT_NE(l.report.table().find("promoted i8 -> i32"), std::string::npos) << l.report.table();
+}
+
+TEST(Dispatch, EveryTargetLegalizesOrExplains) {
+  Graph g = mlp(DType::f32);
+  int ok = 0;
+  for (auto& d : device_names()) {
+    try {
+      Legalized l = legalize(g, d, {});
+      verify_graph(l.graph);
+      ++ok;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot legalize"), std::string::npos) << d << ": " << e.what();
+    }
+  }
+  EXPECT_GE(ok, 13);  // fpga has no f32; everything else with f32 runs an MLP
+  EXPECT_THROW(legalize(g, "fpga", {}), Error);
+}
