@@ -398,7 +398,7 @@ TEST(ParseErrors, TruncatedAndMutatedInputNeverCrash) {
         ++errors;
       }
     }
-    for (int iter = 0; iter < 1500; ++iter) {
+    for (int iter = 0; iter < 800; ++iter) {
       std::string m = text;
       int edits = 1 + static_cast<int>(rng() % 3);
       for (int k = 0; k < edits; ++k) {
@@ -419,7 +419,7 @@ TEST(ParseErrors, TruncatedAndMutatedInputNeverCrash) {
       }
     }
   }
-  EXPECT_GT(errors, 1000);
+  EXPECT_GT(errors, 600);
   EXPECT_GT(parsed, 0);  // some mutations land in comments or numbers and still parse
 }
 
