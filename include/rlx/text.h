@@ -7,7 +7,7 @@
 namespace rlx {
 
 std::string print_graph(const Graph& g);
-// Parses the text form; errors name the line and column ("[parse] line 3:14: ...").
+// Parses the text form; errors name the line and column ("[parse] FILE:LINE:COL: ...").
 Graph parse_graph(const std::string& text, const std::string& filename = "<text>");
 Graph load_graph_file(const std::string& path);
 

@@ -8,7 +8,7 @@
 
 namespace rlx {
 
-// Shape rules (shape_rules.cpp) and decompositions (src/passes/decompositions/*.cpp).
+// Shape rules (shape_rules.cpp) and decompositions (src/passes/decompose/*.cpp).
 #define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC)                                              \
   std::string INF(const std::vector<ValueType>&, const Attrs&, std::vector<ValueType>&);           \
   std::vector<int32_t> DEC(Builder&, const Node&, const std::vector<int32_t>&);

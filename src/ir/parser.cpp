@@ -1,9 +1,9 @@
 // Reads the .rlx text form (docs/text-format.md): a hand-written lexer and recursive-descent parser.
 // Nodes go through Graph::add_node, so every shape rule runs; declared types must equal inferred ones.
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -18,26 +18,59 @@ namespace rlx {
 
 namespace {
 
-enum class Tok { End, Ident, Value, Global, Int, Float, Str, LParen, RParen, LBrace, RBrace, LBrack, RBrack, Comma, Colon, Equal };
+enum class Tok {
+  End,
+  Ident,
+  Value,
+  Global,
+  Int,
+  Float,
+  Str,
+  LParen,
+  RParen,
+  LBrace,
+  RBrace,
+  LBrack,
+  RBrack,
+  Comma,
+  Colon,
+  Equal
+};
 
 const char* tok_name(Tok t) {
   switch (t) {
-    case Tok::End: return "end of input";
-    case Tok::Ident: return "identifier";
-    case Tok::Value: return "%value";
-    case Tok::Global: return "@name";
-    case Tok::Int: return "integer";
-    case Tok::Float: return "float";
-    case Tok::Str: return "string";
-    case Tok::LParen: return "'('";
-    case Tok::RParen: return "')'";
-    case Tok::LBrace: return "'{'";
-    case Tok::RBrace: return "'}'";
-    case Tok::LBrack: return "'['";
-    case Tok::RBrack: return "']'";
-    case Tok::Comma: return "','";
-    case Tok::Colon: return "':'";
-    case Tok::Equal: return "'='";
+    case Tok::End:
+      return "end of input";
+    case Tok::Ident:
+      return "identifier";
+    case Tok::Value:
+      return "%value";
+    case Tok::Global:
+      return "@name";
+    case Tok::Int:
+      return "integer";
+    case Tok::Float:
+      return "float";
+    case Tok::Str:
+      return "string";
+    case Tok::LParen:
+      return "'('";
+    case Tok::RParen:
+      return "')'";
+    case Tok::LBrace:
+      return "'{'";
+    case Tok::RBrace:
+      return "'}'";
+    case Tok::LBrack:
+      return "'['";
+    case Tok::RBrack:
+      return "']'";
+    case Tok::Comma:
+      return "','";
+    case Tok::Colon:
+      return "':'";
+    case Tok::Equal:
+      return "'='";
   }
   return "?";
 }
@@ -97,13 +130,19 @@ class Parser {
   [[noreturn]] void error(const std::string& msg) const { error_at(tok_.line, tok_.col, msg); }
   std::string describe() const {
     switch (tok_.kind) {
-      case Tok::Ident: return "'" + tok_.text + "'";
-      case Tok::Value: return "'%" + tok_.text + "'";
-      case Tok::Global: return "'@" + tok_.text + "'";
+      case Tok::Ident:
+        return "'" + tok_.text + "'";
+      case Tok::Value:
+        return "'%" + tok_.text + "'";
+      case Tok::Global:
+        return "'@" + tok_.text + "'";
       case Tok::Int:
-      case Tok::Float: return "number '" + tok_.text + "'";
-      case Tok::Str: return "string";
-      default: return tok_name(tok_.kind);
+      case Tok::Float:
+        return "number '" + tok_.text + "'";
+      case Tok::Str:
+        return "string";
+      default:
+        return tok_name(tok_.kind);
     }
   }
 
@@ -154,11 +193,21 @@ class Parser {
       advance();
       char e = peek();
       switch (e) {
-        case '"': s += '"'; break;
-        case '\\': s += '\\'; break;
-        case 'n': s += '\n'; break;
-        case 't': s += '\t'; break;
-        case 'r': s += '\r'; break;
+        case '"':
+          s += '"';
+          break;
+        case '\\':
+          s += '\\';
+          break;
+        case 'n':
+          s += '\n';
+          break;
+        case 't':
+          s += '\t';
+          break;
+        case 'r':
+          s += '\r';
+          break;
         case 'x': {
           auto hex = [](char h) {
             if (h >= '0' && h <= '9') return h - '0';
@@ -215,7 +264,8 @@ class Parser {
     if (is_float) {
       tok_.kind = Tok::Float;
       auto r = std::from_chars(b, e, tok_.f);
-      if (r.ec != std::errc() || r.ptr != e) error("bad number '" + tok_.text + "': out of range for a double");
+      if (r.ec != std::errc() || r.ptr != e)
+        error("bad number '" + tok_.text + "': out of range for a double");
     } else {
       tok_.kind = Tok::Int;
       auto r = std::from_chars(b, e, tok_.i);
@@ -250,15 +300,24 @@ class Parser {
       advance();
     };
     switch (c) {
-      case '(': return single(Tok::LParen);
-      case ')': return single(Tok::RParen);
-      case '{': return single(Tok::LBrace);
-      case '}': return single(Tok::RBrace);
-      case '[': return single(Tok::LBrack);
-      case ']': return single(Tok::RBrack);
-      case ',': return single(Tok::Comma);
-      case ':': return single(Tok::Colon);
-      case '=': return single(Tok::Equal);
+      case '(':
+        return single(Tok::LParen);
+      case ')':
+        return single(Tok::RParen);
+      case '{':
+        return single(Tok::LBrace);
+      case '}':
+        return single(Tok::RBrace);
+      case '[':
+        return single(Tok::LBrack);
+      case ']':
+        return single(Tok::RBrack);
+      case ',':
+        return single(Tok::Comma);
+      case ':':
+        return single(Tok::Colon);
+      case '=':
+        return single(Tok::Equal);
       case '"':
         tok_.text = lex_string();
         tok_.kind = Tok::Str;
@@ -271,7 +330,8 @@ class Parser {
         tok_.text = lex_sigil_name('@');
         tok_.kind = Tok::Global;
         return;
-      default: break;
+      default:
+        break;
     }
     if (c == '-' || is_digit(c)) return lex_number();
     if (is_alpha(c)) {
@@ -294,7 +354,8 @@ class Parser {
     next();
   }
   void expect_ident(const char* word) {
-    if (tok_.kind != Tok::Ident || tok_.text != word) error(std::string("expected '") + word + "', got " + describe());
+    if (tok_.kind != Tok::Ident || tok_.text != word)
+      error(std::string("expected '") + word + "', got " + describe());
     next();
   }
 
@@ -368,7 +429,8 @@ class Parser {
   // ---- attributes ----
   bool at_float_word() const { return tok_.kind == Tok::Ident && (tok_.text == "inf" || tok_.text == "nan"); }
   double float_word() const {
-    return tok_.text == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    return tok_.text == "inf" ? std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::quiet_NaN();
   }
 
   Attr parse_list() {
@@ -448,7 +510,8 @@ class Parser {
           e.f = float_word();
           e.f32 = static_cast<float>(e.f);
         } else if (tok_.kind == Tok::Ident && (tok_.text == "true" || tok_.text == "false")) {
-          if (dt != DType::boolean) error("'" + tok_.text + "' in a " + std::string(dtype_name(dt)) + " tensor");
+          if (dt != DType::boolean)
+            error("'" + tok_.text + "' in a " + std::string(dtype_name(dt)) + " tensor");
           e.is_int = true;
           e.i = tok_.text == "true";
           e.f = e.f32 = static_cast<float>(e.i);
@@ -465,8 +528,9 @@ class Parser {
     if (dt == DType::c64 && n > INT64_MAX / 2) error_at(l, c, "tensor has too many elements");
     int64_t want = dt == DType::c64 ? 2 * n : n;
     if (static_cast<int64_t>(data.size()) != want)
-      error_at(l, c, "tensor " + std::string(dtype_name(dt)) + " needs " + std::to_string(want) + " values, got " +
-                         std::to_string(data.size()));
+      error_at(l, c,
+               "tensor " + std::string(dtype_name(dt)) + " needs " + std::to_string(want) + " values, got " +
+                   std::to_string(data.size()));
     Tensor t(dt, shape);
     for (int64_t k = 0; k < n; ++k) {
       const Elem& e = data[static_cast<size_t>(dt == DType::c64 ? 2 * k : k)];
@@ -478,18 +542,31 @@ class Parser {
       } else if (is_float(dt)) {
         t.set(k, e.f32);
       } else {
-        if (!e.is_int) error_at(e.line, e.col, "non-integer value in a " + std::string(dtype_name(dt)) + " tensor");
+        if (!e.is_int)
+          error_at(e.line, e.col, "non-integer value in a " + std::string(dtype_name(dt)) + " tensor");
         int64_t lo = 0, hi = 1;
         switch (dt) {
-          case DType::i8: lo = INT8_MIN, hi = INT8_MAX; break;
-          case DType::u8: lo = 0, hi = UINT8_MAX; break;
-          case DType::i16: lo = INT16_MIN, hi = INT16_MAX; break;
-          case DType::i32: lo = INT32_MIN, hi = INT32_MAX; break;
-          case DType::i64: lo = INT64_MIN, hi = INT64_MAX; break;
-          default: break;  // bool: 0 or 1
+          case DType::i8:
+            lo = INT8_MIN, hi = INT8_MAX;
+            break;
+          case DType::u8:
+            lo = 0, hi = UINT8_MAX;
+            break;
+          case DType::i16:
+            lo = INT16_MIN, hi = INT16_MAX;
+            break;
+          case DType::i32:
+            lo = INT32_MIN, hi = INT32_MAX;
+            break;
+          case DType::i64:
+            lo = INT64_MIN, hi = INT64_MAX;
+            break;
+          default:
+            break;  // bool: 0 or 1
         }
         if (e.i < lo || e.i > hi)
-          error_at(e.line, e.col, "value " + std::to_string(e.i) + " out of range for " + std::string(dtype_name(dt)));
+          error_at(e.line, e.col,
+                   "value " + std::to_string(e.i) + " out of range for " + std::string(dtype_name(dt)));
         t.set_int(k, e.i);
       }
     }
@@ -513,7 +590,8 @@ class Parser {
         next();
         return a;
       }
-      case Tok::LBrack: return parse_list();
+      case Tok::LBrack:
+        return parse_list();
       case Tok::Ident: {
         if (at_float_word()) {
           Attr a(float_word());
@@ -524,7 +602,8 @@ class Parser {
         if (tok_.kind == Tok::LBrack) return parse_tensor(t);
         return Attr(t);
       }
-      default: error("expected an attribute value, got " + describe());
+      default:
+        error("expected an attribute value, got " + describe());
     }
   }
 
@@ -588,12 +667,14 @@ class Parser {
       std::string want = std::to_string(info.min_inputs);
       if (info.max_inputs != info.min_inputs)
         want += info.max_inputs < 0 ? " or more" : " to " + std::to_string(info.max_inputs);
-      error_at(op_line, op_col, "wrong arity: '" + std::string(info.name) + "' takes " + want + " inputs, got " +
-                                    std::to_string(n_in));
+      error_at(op_line, op_col,
+               "wrong arity: '" + std::string(info.name) + "' takes " + want + " inputs, got " +
+                   std::to_string(n_in));
     }
     if (static_cast<int>(results.size()) != info.num_outputs)
-      error_at(line, col, "wrong arity: '" + std::string(info.name) + "' produces " +
-                              std::to_string(info.num_outputs) + " results, got " + std::to_string(results.size()));
+      error_at(line, col,
+               "wrong arity: '" + std::string(info.name) + "' produces " + std::to_string(info.num_outputs) +
+                   " results, got " + std::to_string(results.size()));
     Attrs attrs;
     if (tok_.kind == Tok::LBrace) attrs = parse_attrs();
     expect(Tok::Colon);
@@ -615,7 +696,8 @@ class Parser {
     }
     if (declared.size() != results.size())
       error_at(declared.front().second.first, declared.front().second.second,
-               std::to_string(results.size()) + " results but " + std::to_string(declared.size()) + " types declared");
+               std::to_string(results.size()) + " results but " + std::to_string(declared.size()) +
+                   " types declared");
     for (auto& r : results)
       if (names_.count(r.name)) error_at(r.line, r.col, "redefinition of value '%" + r.name + "'");
     for (size_t i = 0; i < results.size(); ++i)
@@ -634,8 +716,9 @@ class Parser {
       const ValueType& dec = declared[i].first;
       if (inf.dtype != dec.dtype || inf.shape != dec.shape) {
         auto ts = [](const ValueType& t) { return std::string(dtype_name(t.dtype)) + shape_str(t.shape); };
-        error_at(declared[i].second.first, declared[i].second.second,
-                 "type mismatch for '%" + results[i].name + "': declared " + ts(dec) + ", inferred " + ts(inf));
+        error_at(
+            declared[i].second.first, declared[i].second.second,
+            "type mismatch for '%" + results[i].name + "': declared " + ts(dec) + ", inferred " + ts(inf));
       }
       g_.values[outs[i]].name = results[i].name;
       define(results[i].name, outs[i], results[i].line, results[i].col);
@@ -663,7 +746,9 @@ class Parser {
 
 }  // namespace
 
-Graph parse_graph(const std::string& text, const std::string& filename) { return Parser(text, filename).parse(); }
+Graph parse_graph(const std::string& text, const std::string& filename) {
+  return Parser(text, filename).parse();
+}
 
 Graph load_graph_file(const std::string& path) {
   std::error_code ec;

@@ -36,11 +36,21 @@ std::string quote(const std::string& s) {
   std::string r = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': r += "\\\""; break;
-      case '\\': r += "\\\\"; break;
-      case '\n': r += "\\n"; break;
-      case '\t': r += "\\t"; break;
-      case '\r': r += "\\r"; break;
+      case '"':
+        r += "\\\"";
+        break;
+      case '\\':
+        r += "\\\\";
+        break;
+      case '\n':
+        r += "\\n";
+        break;
+      case '\t':
+        r += "\\t";
+        break;
+      case '\r':
+        r += "\\r";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];
@@ -76,7 +86,9 @@ std::string fmt_elem(F v) {
   return std::string(buf, r.ptr);
 }
 
-std::string fmt_dim(const Dim& d) { return d.is_static() ? std::to_string(d.v) : (is_bare_sym(d.sym) ? d.sym : quote(d.sym)); }
+std::string fmt_dim(const Dim& d) {
+  return d.is_static() ? std::to_string(d.v) : (is_bare_sym(d.sym) ? d.sym : quote(d.sym));
+}
 
 std::string fmt_shape(const Shape& s, const char* sep) {
   std::string r = "[";
@@ -87,7 +99,9 @@ std::string fmt_shape(const Shape& s, const char* sep) {
   return r + "]";
 }
 
-std::string fmt_type(const ValueType& t) { return std::string(dtype_name(t.dtype)) + fmt_shape(t.shape, ","); }
+std::string fmt_type(const ValueType& t) {
+  return std::string(dtype_name(t.dtype)) + fmt_shape(t.shape, ",");
+}
 
 std::string fmt_tensor(const Tensor& t) {
   std::string r(dtype_name(t.dtype()));
@@ -101,15 +115,23 @@ std::string fmt_tensor(const Tensor& t) {
       switch (t.dtype()) {
         case DType::f32:
         case DType::f16:
-        case DType::bf16: r += fmt_elem(static_cast<float>(t.get(i))); break;
-        case DType::f64: r += fmt_elem(t.get(i)); break;
+        case DType::bf16:
+          r += fmt_elem(static_cast<float>(t.get(i)));
+          break;
+        case DType::f64:
+          r += fmt_elem(t.get(i));
+          break;
         case DType::c64: {
           auto c = t.getc(i);
           r += fmt_elem(static_cast<float>(c.real())) + ", " + fmt_elem(static_cast<float>(c.imag()));
           break;
         }
-        case DType::i64: r += std::to_string(t.get_int(i)); break;
-        default: r += std::to_string(static_cast<int64_t>(t.get(i))); break;
+        case DType::i64:
+          r += std::to_string(t.get_int(i));
+          break;
+        default:
+          r += std::to_string(static_cast<int64_t>(t.get(i)));
+          break;
       }
     }
   }
@@ -119,9 +141,12 @@ std::string fmt_tensor(const Tensor& t) {
 std::string fmt_attr(const Attr& a) {
   std::string r;
   switch (a.kind()) {
-    case AttrKind::Int: return std::to_string(std::get<int64_t>(a.v));
-    case AttrKind::Float: return fmt_double(std::get<double>(a.v));
-    case AttrKind::Str: return quote(std::get<std::string>(a.v));
+    case AttrKind::Int:
+      return std::to_string(std::get<int64_t>(a.v));
+    case AttrKind::Float:
+      return fmt_double(std::get<double>(a.v));
+    case AttrKind::Str:
+      return quote(std::get<std::string>(a.v));
     case AttrKind::Ints: {
       const auto& v = std::get<std::vector<int64_t>>(a.v);
       r = "[";
@@ -134,9 +159,12 @@ std::string fmt_attr(const Attr& a) {
       for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + fmt_double(v[i]);
       return r + "]";
     }
-    case AttrKind::Dims: return fmt_shape(std::get<Shape>(a.v), ", ");
-    case AttrKind::DTypeK: return std::string(dtype_name(std::get<DType>(a.v)));
-    case AttrKind::TensorK: return fmt_tensor(std::get<Tensor>(a.v));
+    case AttrKind::Dims:
+      return fmt_shape(std::get<Shape>(a.v), ", ");
+    case AttrKind::DTypeK:
+      return std::string(dtype_name(std::get<DType>(a.v)));
+    case AttrKind::TensorK:
+      return fmt_tensor(std::get<Tensor>(a.v));
   }
   return "?";
 }
@@ -158,7 +186,8 @@ std::string print_graph(const Graph& g) {
   };
   auto ref = [&](ValueId v) -> std::string {
     if (v < 0 || v >= static_cast<ValueId>(g.values.size())) return "%<bad:" + std::to_string(v) + ">";
-    std::string l = label[v].empty() ? (g.values[v].name.empty() ? std::to_string(v) : g.values[v].name) : label[v];
+    std::string l =
+        label[v].empty() ? (g.values[v].name.empty() ? std::to_string(v) : g.values[v].name) : label[v];
     return "%" + (is_bare_name(l) ? l : quote(l));
   };
   for (auto v : g.inputs) define(v);
@@ -177,7 +206,8 @@ std::string print_graph(const Graph& g) {
     os << "  ";
     for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << ref(n.outputs[i]);
     bool known = static_cast<int>(n.op) < num_ops();
-    os << " = " << (known ? std::string(op_name(n.op)) : "<op" + std::to_string(static_cast<int>(n.op)) + ">") << "(";
+    os << " = " << (known ? std::string(op_name(n.op)) : "<op" + std::to_string(static_cast<int>(n.op)) + ">")
+       << "(";
     for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << ref(n.inputs[i]);
     os << ")";
     if (!n.attrs.empty()) {
@@ -192,7 +222,8 @@ std::string print_graph(const Graph& g) {
     os << " :";
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       ValueId v = n.outputs[i];
-      os << (i ? ", " : " ") << (v >= 0 && v < static_cast<ValueId>(g.values.size()) ? fmt_type(g.values[v].type) : "?");
+      os << (i ? ", " : " ")
+         << (v >= 0 && v < static_cast<ValueId>(g.values.size()) ? fmt_type(g.values[v].type) : "?");
     }
     if (!n.name.empty()) os << " loc(" << quote(n.name) << ")";
     os << "\n";

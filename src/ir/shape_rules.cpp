@@ -162,8 +162,9 @@ std::string infer_arg_reduce(const In& in, const Attrs& a, Out& o) {
   int64_t axis = geti(OpKind::ArgMax, a, "axis");
   bool keep = geti(OpKind::ArgMax, a, "keepdims") != 0;
   std::string e = reduce_shape(in[0], {axis}, keep, o);
+  if (!e.empty()) return e;
   o[0].dtype = DType::i64;
-  return e;
+  return "";
 }
 
 std::string infer_dot_general(const In& in, const Attrs& a, Out& o) {

@@ -14,11 +14,15 @@ struct Verifier {
   std::vector<int> defined;  // per value: 0 = not yet, 1 = defined
 
   bool in_range(ValueId v) const { return v >= 0 && v < static_cast<ValueId>(g.values.size()); }
-  std::string vlabel(ValueId v) const { return in_range(v) ? g.value_label(v) : "%<bad id " + std::to_string(v) + ">"; }
+  std::string vlabel(ValueId v) const {
+    return in_range(v) ? g.value_label(v) : "%<bad id " + std::to_string(v) + ">";
+  }
   // Graph::node_label, safe for out-of-range ids and unknown op kinds.
   std::string nlabel(const Node& n) const {
-    std::string nm = n.name.empty() ? (n.outputs.empty() ? "<no outputs>" : vlabel(n.outputs[0])) : "'" + n.name + "'";
-    std::string op = static_cast<int>(n.op) < num_ops() ? std::string(op_name(n.op)) : "op#" + std::to_string(static_cast<int>(n.op));
+    std::string nm =
+        n.name.empty() ? (n.outputs.empty() ? "<no outputs>" : vlabel(n.outputs[0])) : "'" + n.name + "'";
+    std::string op = static_cast<int>(n.op) < num_ops() ? std::string(op_name(n.op))
+                                                        : "op#" + std::to_string(static_cast<int>(n.op));
     return nm + " (" + op + ")";
   }
 
@@ -28,8 +32,8 @@ struct Verifier {
       ValueId v = g.inputs[i];
       RLX_CHECK(in_range(v), "[verify] graph input #", i, " has bad value id ", v);
       RLX_CHECK(!defined[v], "[verify] graph input ", vlabel(v), " is listed twice");
-      RLX_CHECK(g.values[v].producer == -1, "[verify] graph input ", vlabel(v), " has producer ", g.values[v].producer,
-                " (must be -1)");
+      RLX_CHECK(g.values[v].producer == -1, "[verify] graph input ", vlabel(v), " has producer ",
+                g.values[v].producer, " (must be -1)");
       defined[v] = 1;
     }
     for (size_t i = 0; i < g.nodes.size(); ++i) check_node(static_cast<int32_t>(i));
@@ -58,10 +62,12 @@ struct Verifier {
       in.push_back(g.values[v].type);
     }
     int ni = static_cast<int>(n.inputs.size());
-    RLX_CHECK(ni >= info.min_inputs && (info.max_inputs < 0 || ni <= info.max_inputs), where, ": takes ",
-              info.min_inputs, info.max_inputs == info.min_inputs ? "" : (info.max_inputs < 0 ? " or more" : " to "),
-              info.max_inputs == info.min_inputs || info.max_inputs < 0 ? "" : std::to_string(info.max_inputs),
-              " inputs, has ", ni);
+    RLX_CHECK(
+        ni >= info.min_inputs && (info.max_inputs < 0 || ni <= info.max_inputs), where, ": takes ",
+        info.min_inputs,
+        info.max_inputs == info.min_inputs ? "" : (info.max_inputs < 0 ? " or more" : " to "),
+        info.max_inputs == info.min_inputs || info.max_inputs < 0 ? "" : std::to_string(info.max_inputs),
+        " inputs, has ", ni);
 
     // Stored attributes have exactly the schema's kind (add_node converts, so no coercion here).
     for (auto& [name, a] : n.attrs) {
@@ -69,10 +75,11 @@ struct Verifier {
       for (auto& s : info.attrs)
         if (s.name == name) spec = &s;
       RLX_CHECK(spec != nullptr, where, ": unknown attribute '", name, "'");
-      RLX_CHECK(a.kind() == spec->kind, where, ": attribute '", name, "' must be ", attr_kind_name(spec->kind),
-                ", is ", attr_kind_name(a.kind()));
+      RLX_CHECK(a.kind() == spec->kind, where, ": attribute '", name, "' must be ",
+                attr_kind_name(spec->kind), ", is ", attr_kind_name(a.kind()));
       if (a.kind() == AttrKind::TensorK)
-        RLX_CHECK(std::get<Tensor>(a.v).defined(), where, ": attribute '", name, "' holds a tensor with no data");
+        RLX_CHECK(std::get<Tensor>(a.v).defined(), where, ": attribute '", name,
+                  "' holds a tensor with no data");
     }
     for (auto& s : info.attrs)
       RLX_CHECK(s.has_default || n.attrs.count(s.name), where, ": missing required attribute '", s.name, "'");
@@ -85,12 +92,13 @@ struct Verifier {
       RLX_CHECK(in_range(v), where, ": output #", k, " has bad value id ", v);
       RLX_CHECK(!defined[v], where, ": output #", k, " ", vlabel(v), " is already defined");
       const Value& val = g.values[v];
-      RLX_CHECK(val.producer == idx && val.index == static_cast<int32_t>(k), where, ": output #", k, " ", vlabel(v),
-                " records producer ", val.producer, " index ", val.index, ", expected ", idx, " index ", k);
+      RLX_CHECK(val.producer == idx && val.index == static_cast<int32_t>(k), where, ": output #", k, " ",
+                vlabel(v), " records producer ", val.producer, " index ", val.index, ", expected ", idx,
+                " index ", k);
       const ValueType& t = val.type;
       RLX_CHECK(t.dtype == inferred[k].dtype && t.shape == inferred[k].shape, where, ": output #", k, " ",
-                vlabel(v), " is stored as ", dtype_name(t.dtype), shape_str(t.shape), " but the shape rule gives ",
-                dtype_name(inferred[k].dtype), shape_str(inferred[k].shape));
+                vlabel(v), " is stored as ", dtype_name(t.dtype), shape_str(t.shape),
+                " but the shape rule gives ", dtype_name(inferred[k].dtype), shape_str(inferred[k].shape));
       defined[v] = 1;
     }
   }

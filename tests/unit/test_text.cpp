@@ -55,7 +55,9 @@ void expect_same_structure(const Graph& a, const Graph& b) {
   }
 }
 
-const Tensor& const_value(const Graph& g, size_t node) { return std::get<Tensor>(g.nodes.at(node).attrs.at("value").v); }
+const Tensor& const_value(const Graph& g, size_t node) {
+  return std::get<Tensor>(g.nodes.at(node).attrs.at("value").v);
+}
 
 // Asserts parse_graph throws rlx::Error naming "<text>:LINE:" and containing `keyword`.
 void expect_parse_error(const std::string& text, int line, const std::string& keyword) {
@@ -94,25 +96,29 @@ TEST(TextRoundTrip, EveryAttributeKindAndMultiOutput) {
   auto w = b.input("w", DType::f32, {8, 16});
   auto bias = b.input("bias", DType::f32, {8});
   b.set_origin("Gemm_0");
-  auto h = b.linear(x, w, bias, "relu");                        // str
+  auto h = b.linear(x, w, bias, "relu");  // str
   b.set_origin("");
-  auto s = b.softmax(h, -1);                                    // int (negative)
+  auto s = b.softmax(h, -1);                                               // int (negative)
   auto ln = b.layer_norm(s, b.input("gamma", DType::f32, {8}), -1, 1e-5);  // float
-  auto r = b.reduce(OpKind::ReduceSum, ln, {1, -1}, true);     // ints
-  auto rs = b.reshape(ln, {"batch", "seq", 2, -1});            // dims with symbols
-  auto tr = b.transpose(rs, {1, 0, 3, 2});                     // ints
-  auto cv = b.convert(tr, DType::f16);                         // dtype
-  auto tk = b.op(OpKind::TopK, {ln}, {{"k", 3}, {"axis", -1}});  // two outputs
+  auto r = b.reduce(OpKind::ReduceSum, ln, {1, -1}, true);                 // ints
+  auto rs = b.reshape(ln, {"batch", "seq", 2, -1});                        // dims with symbols
+  auto tr = b.transpose(rs, {1, 0, 3, 2});                                 // ints
+  auto cv = b.convert(tr, DType::f16);                                     // dtype
+  auto tk = b.op(OpKind::TopK, {ln}, {{"k", 3}, {"axis", -1}});            // two outputs
   auto so = b.op(OpKind::Sort, {ln}, {{"descending", 1}});
   auto io = b.op1(OpKind::Iota, {}, {{"shape", Shape{4, 5}}, {"dim", 1}, {"dtype", DType::i32}});
-  auto rn = b.op1(OpKind::RngUniform, {},
-                  {{"shape", Shape{3}}, {"low", -std::numeric_limits<double>::infinity()}, {"high", 0.1}, {"seed", 42}});
+  auto rn = b.op1(
+      OpKind::RngUniform, {},
+      {{"shape", Shape{3}}, {"low", -std::numeric_limits<double>::infinity()}, {"high", 0.1}, {"seed", 42}});
   auto bc = b.broadcast_in_dim(b.scalar(2.5, DType::f32), {"batch", 8}, {});  // static+symbolic dims
-  auto ex = b.op1(OpKind::Expand, {b.constant(Tensor::from<float>(DType::f32, {1, 8}, std::vector<float>(8, 1.f)))},
-                  {{"shape", Shape{4, 8}}});                  // dims, static only
+  auto ex =
+      b.op1(OpKind::Expand, {b.constant(Tensor::from<float>(DType::f32, {1, 8}, std::vector<float>(8, 1.f)))},
+            {{"shape", Shape{4, 8}}});  // dims, static only
   auto g1 = b.gelu(h, "tanh");
-  auto pd = b.op1(OpKind::Pad, {io}, {{"low", std::vector<int64_t>{0, 1}}, {"high", std::vector<int64_t>{2, 0}},
-                                      {"value", 0.0}});       // float that is integral
+  auto pd = b.op1(OpKind::Pad, {io},
+                  {{"low", std::vector<int64_t>{0, 1}},
+                   {"high", std::vector<int64_t>{2, 0}},
+                   {"value", 0.0}});  // float that is integral
   for (auto v : {r, cv, tk[0], tk[1], so[0], so[1], rn, bc, ex, g1, pd}) b.output(v);
   g.values[h].name = "hidden";
 
@@ -120,9 +126,12 @@ TEST(TextRoundTrip, EveryAttributeKindAndMultiOutput) {
   expect_same_structure(g, p);
   std::string t = print_graph(g);
   EXPECT_NE(t.find("graph @kinds(%x: f32[batch,seq,16], %w: f32[8,16], %bias: f32[8], %gamma: f32[8])"),
-            std::string::npos) << t;
-  EXPECT_NE(t.find("%hidden = linear(%x, %w, %bias) {activation=\"relu\"} : f32[batch,seq,8] loc(\"Gemm_0\")"),
-            std::string::npos) << t;
+            std::string::npos)
+      << t;
+  EXPECT_NE(
+      t.find("%hidden = linear(%x, %w, %bias) {activation=\"relu\"} : f32[batch,seq,8] loc(\"Gemm_0\")"),
+      std::string::npos)
+      << t;
   EXPECT_NE(t.find("{shape=[batch, seq, 2, -1]}"), std::string::npos) << t;
   EXPECT_NE(t.find("{to=f16}"), std::string::npos) << t;
   EXPECT_NE(t.find("{axis=-1, k=3} : f32[batch,seq,3], i64[batch,seq,3]"), std::string::npos) << t;
@@ -145,13 +154,14 @@ TEST(TextRoundTrip, ConstantsOfEveryDType) {
   Graph g;
   Builder b(g);
   std::vector<ValueId> outs;
-  outs.push_back(b.constant(Tensor::from<double>(DType::f32, {2, 4},
-                                                 {0.1, -0.0, 1e-30, 3.4028234663852886e38, 1.401298464324817e-45, -inf,
-                                                  16777216.0, -2.5})));
-  outs.push_back(b.constant(Tensor::from<double>(DType::f16, {5}, {65504.0, 5.960464477539063e-08, 0.1, -inf, 1.0})));
+  outs.push_back(b.constant(Tensor::from<double>(
+      DType::f32, {2, 4},
+      {0.1, -0.0, 1e-30, 3.4028234663852886e38, 1.401298464324817e-45, -inf, 16777216.0, -2.5})));
+  outs.push_back(
+      b.constant(Tensor::from<double>(DType::f16, {5}, {65504.0, 5.960464477539063e-08, 0.1, -inf, 1.0})));
   outs.push_back(b.constant(Tensor::from<double>(DType::bf16, {4}, {0.1, 3.0e38, -1e-20, 7.0})));
-  outs.push_back(b.constant(Tensor::from<double>(DType::f64, {2, 2},
-                                                 {0.1, 1e-300, 4.9406564584124654e-324, 1.7976931348623157e308})));
+  outs.push_back(b.constant(Tensor::from<double>(
+      DType::f64, {2, 2}, {0.1, 1e-300, 4.9406564584124654e-324, 1.7976931348623157e308})));
   Tensor c(DType::c64, {3});
   c.setc(0, {1.0, 2.0});
   c.setc(1, {-0.5, -3.25});
@@ -179,10 +189,12 @@ TEST(TextRoundTrip, ConstantsOfEveryDType) {
     ASSERT_EQ(a.dtype(), t.dtype()) << i;
     ASSERT_EQ(a.shape(), t.shape()) << i;
     ASSERT_EQ(a.nbytes(), t.nbytes()) << i;
-    EXPECT_EQ(std::memcmp(a.raw(), t.raw(), a.nbytes()), 0) << "bytes differ for constant " << i << ": " << a.str();
+    EXPECT_EQ(std::memcmp(a.raw(), t.raw(), a.nbytes()), 0)
+        << "bytes differ for constant " << i << ": " << a.str();
   }
   std::string text = print_graph(g);
-  EXPECT_NE(text.find("i64[4] [-9223372036854775808, 9223372036854775807, 9007199254740993, -7]"), std::string::npos)
+  EXPECT_NE(text.find("i64[4] [-9223372036854775808, 9223372036854775807, 9007199254740993, -7]"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("c64[3] [1, 2, -0.5, -3.25, "), std::string::npos) << text;
   EXPECT_NE(text.find("bool[2,2] [1, 0, 0, 1]"), std::string::npos) << text;
@@ -292,7 +304,8 @@ TEST(TextLoad, MissingFileAndDirectory) {
     load_graph_file("/nonexistent/dir/model.rlx");
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot open '/nonexistent/dir/model.rlx'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot open '/nonexistent/dir/model.rlx'"), std::string::npos)
+        << e.what();
   }
   try {
     load_graph_file(RLX_SOURCE_DIR);
@@ -307,7 +320,8 @@ TEST(TextLoad, MissingFileAndDirectory) {
 TEST(ParseErrors, NamesLineAndWhat) {
   const std::string head = "graph @g(%x: f32[2,2]) {\n";
   // 1. unknown op
-  expect_parse_error(head + "  %y = frobnicate(%x) : f32[2,2]\n  return %y\n}\n", 2, "unknown op 'frobnicate'");
+  expect_parse_error(head + "  %y = frobnicate(%x) : f32[2,2]\n  return %y\n}\n", 2,
+                     "unknown op 'frobnicate'");
   // 2. unknown value
   expect_parse_error(head + "  %y = neg(%x) : f32[2,2]\n  %z = neg(%q) : f32[2,2]\n  return %z\n}\n", 3,
                      "unknown value '%q'");
@@ -322,12 +336,16 @@ TEST(ParseErrors, NamesLineAndWhat) {
                      "unterminated string");
   // 6. bad dtype (input and attribute)
   expect_parse_error("graph @g(%x: f33[2]) {\n  return %x\n}\n", 1, "bad dtype 'f33'");
-  expect_parse_error(head + "  %y = convert(%x) {to=float}\n : f32[2,2]\n  return %y\n}\n", 2, "bad dtype 'float'");
+  expect_parse_error(head + "  %y = convert(%x) {to=float}\n : f32[2,2]\n  return %y\n}\n", 2,
+                     "bad dtype 'float'");
   // 7. bad numbers
-  expect_parse_error(head + "\n  %v, %i = topk(%x) {k=12abc} : f32[2,2], i64[2,2]\n  return %v\n}\n", 3, "bad number");
-  expect_parse_error(head + "  %v, %i = topk(%x) {k=99999999999999999999} : f32[2,2], i64[2,2]\n  return %v\n}\n", 2,
-                     "out of range");
-  expect_parse_error(head + "  %y = layer_norm(%x, %x) {eps=1e999} : f32[2,2]\n  return %y\n}\n", 2, "bad number");
+  expect_parse_error(head + "\n  %v, %i = topk(%x) {k=12abc} : f32[2,2], i64[2,2]\n  return %v\n}\n", 3,
+                     "bad number");
+  expect_parse_error(
+      head + "  %v, %i = topk(%x) {k=99999999999999999999} : f32[2,2], i64[2,2]\n  return %v\n}\n", 2,
+      "out of range");
+  expect_parse_error(head + "  %y = layer_norm(%x, %x) {eps=1e999} : f32[2,2]\n  return %y\n}\n", 2,
+                     "bad number");
   // 8. missing '}' at the end
   expect_parse_error(head + "  %y = neg(%x) : f32[2,2]\n  return %y", 3, "missing '}'");
   // 9. wrong attribute kind (add_node's message, wrapped with the location)
@@ -340,7 +358,8 @@ TEST(ParseErrors, NamesLineAndWhat) {
                      "type mismatch for '%z': declared f32[2,3], inferred f32[2,2]");
   expect_parse_error(head + "  %y = neg(%x) : f16[2,2]\n  return %y\n}\n", 2, "type mismatch");
   // 11. wrong arity: inputs, then results
-  expect_parse_error(head + "  %y = add(%x) : f32[2,2]\n  return %y\n}\n", 2, "wrong arity: 'add' takes 2 inputs, got 1");
+  expect_parse_error(head + "  %y = add(%x) : f32[2,2]\n  return %y\n}\n", 2,
+                     "wrong arity: 'add' takes 2 inputs, got 1");
   expect_parse_error(head + "  %y = topk(%x) {k=1} : f32[2,1]\n  return %y\n}\n", 2,
                      "wrong arity: 'topk' produces 2 results, got 1");
   expect_parse_error(head + "  %y = neg(%x) : f32[2,2], f32[2,2]\n  return %y\n}\n", 2, "2 types declared");
@@ -348,8 +367,10 @@ TEST(ParseErrors, NamesLineAndWhat) {
   expect_parse_error(head + "  %y = neg(%x) : f32[2,2]\n}\n", 3, "missing 'return'");
   expect_parse_error(head + "  return\n}\n", 3, "at least one");
   // 13. attribute schema problems
-  expect_parse_error(head + "  %y = neg(%x) {alpha=1} : f32[2,2]\n  return %y\n}\n", 2, "unknown attribute 'alpha'");
-  expect_parse_error(head + "  %y = reduce_sum(%x) : f32[2]\n  return %y\n}\n", 2, "missing required attribute 'axes'");
+  expect_parse_error(head + "  %y = neg(%x) {alpha=1} : f32[2,2]\n  return %y\n}\n", 2,
+                     "unknown attribute 'alpha'");
+  expect_parse_error(head + "  %y = reduce_sum(%x) : f32[2]\n  return %y\n}\n", 2,
+                     "missing required attribute 'axes'");
   expect_parse_error(head + "  %y = softmax(%x) {axis=0,\n axis=1} : f32[2,2]\n  return %y\n}\n", 3,
                      "duplicate attribute 'axis'");
   // 14. tensors
@@ -357,7 +378,8 @@ TEST(ParseErrors, NamesLineAndWhat) {
                      "needs 4 values, got 3");
   expect_parse_error(head + "  %c = constant() {value=i8[2] [1,\n 300]} : i8[2]\n  return %c\n}\n", 3,
                      "out of range for i8");
-  expect_parse_error(head + "  %c = constant() {value=i32[1] [1.5]} : i32[1]\n  return %c\n}\n", 2, "non-integer");
+  expect_parse_error(head + "  %c = constant() {value=i32[1] [1.5]} : i32[1]\n  return %c\n}\n", 2,
+                     "non-integer");
   expect_parse_error(head + "  %c = constant() {value=f32[n] [1]} : f32[1]\n  return %c\n}\n", 2, "static");
   // 15. shape rule failure from add_node
   expect_parse_error("graph @g(%a: f32[2], %b: f32[3]) {\n\n  %y = add(%a, %b) : f32[2]\n  return %y\n}\n", 3,
@@ -366,7 +388,8 @@ TEST(ParseErrors, NamesLineAndWhat) {
   expect_parse_error("", 1, "expected 'graph'");
   expect_parse_error("graph @g(%x: f32[2]) {\n  return %x\n}\n}\n", 4, "after the graph's closing");
   expect_parse_error("graph @g(%x: f32[-2]) {\n  return %x\n}\n", 1, "negative dimension");
-  expect_parse_error(head + "  %y = gelu(%x) {approximate=\"a\\q\"} : f32[2,2]\n  return %y\n}\n", 2, "bad escape");
+  expect_parse_error(head + "  %y = gelu(%x) {approximate=\"a\\q\"} : f32[2,2]\n  return %y\n}\n", 2,
+                     "bad escape");
   expect_parse_error(head + "  %y = reshape(%x) {shape=[n, 1.5]} : f32[2,2]\n  return %y\n}\n", 2, "mixes");
   expect_parse_error("graph @g(%x: f32[4611686018427387904, 4]) {\n  return %x\n}\n", 1, "too many elements");
   expect_parse_error(head + "  %y = neg(%x) : f32[2,2] loc(Cast)\n  return %y\n}\n", 2, "loc");
@@ -404,9 +427,15 @@ TEST(ParseErrors, TruncatedAndMutatedInputNeverCrash) {
       for (int k = 0; k < edits; ++k) {
         size_t at = rng() % m.size();
         switch (rng() % 3) {
-          case 0: m[at] = pool[rng() % (sizeof(pool) - 1)]; break;
-          case 1: m.erase(at, 1 + rng() % 4); break;
-          default: m.insert(at, 1, static_cast<char>(rng() % 256)); break;
+          case 0:
+            m[at] = pool[rng() % (sizeof(pool) - 1)];
+            break;
+          case 1:
+            m.erase(at, 1 + rng() % 4);
+            break;
+          default:
+            m.insert(at, 1, static_cast<char>(rng() % 256));
+            break;
         }
         if (m.empty()) m = "x";
       }
