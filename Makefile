@@ -33,3 +33,31 @@ ops-doc: build
 
 clean:
 	rm -rf $(BUILD)
+
+# --- benchmarks (issue 3; not part of `make test`): RLX cpu vs ONNX Runtime vs PyTorch on MiniLM.
+# Needs pip onnxruntime + torch (or Debian python3-torch); writes bench/results/minilm_cpu.json.
+BENCH_BUILD ?= build-bench
+.PHONY: bench
+bench:
+	cmake -S . -B $(BENCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_TESTS=OFF -DRLX_PYTHON=ON -DPython_EXECUTABLE=$$(command -v $(PY))
+	cmake --build $(BENCH_BUILD) -j $(JOBS)
+	PYTHONPATH=$(BENCH_BUILD)/python $(PY) bench/minilm_cpu.py
+# --- end benchmarks
+
+# --- ONNX node suite (issue 4; CI runs it after `make test`): the pip onnx wheel's backend node tests,
+# generated into $(BUILD)/onnx-node, run on cpu against tests/onnx/expected_failures.txt. Prints
+# `onnx node tests: N passed, M failed, K skipped` and writes bench/results/onnx_conformance.json.
+.PHONY: onnx-conformance
+onnx-conformance: build
+	$(PY) tests/onnx/gen_node_suite.py $(BUILD)/onnx-node
+	$(BUILD)/bin/rlx onnx-suite $(BUILD)/onnx-node --xfail tests/onnx/expected_failures.txt \
+	  --json bench/results/onnx_conformance.json --jobs $(JOBS) --timeout 120
+# --- end ONNX node suite
+
+# [training] (issue 6): long training runs and the peer benchmark; not part of `make test`.
+.PHONY: train-demo bench-mnist-train
+train-demo: build
+	$(BUILD)/bin/rlx train-mnist --data fashion --model mlp --epochs 5 --batch 128 --lr 0.1 --momentum 0.9
+	$(BUILD)/bin/rlx train-mnist --data mnist --model mlp --epochs 5 --batch 64 --lr 0.1 --momentum 0.9
+bench-mnist-train: build
+	$(PY) bench/mnist_train.py --rlx $(BUILD)/bin/rlx

@@ -20,5 +20,16 @@ struct Args {
 
 Bindings bind_map(const Graph& g, const std::map<std::string, Tensor>& inputs);
 int cmd_ops(const Args& a);
+// ONNX (tools/onnx_cmds.cpp): .onnx or .rlx by extension; inspect; the node-suite runner.
+Graph load_model_file(const std::string& path, const Args& a);
+int cmd_inspect(const Args& a);
+int cmd_onnx_suite(const Args& a);
+// Training (tools/train_mnist.cpp).
+int cmd_train_mnist(const Args& a);
+
+// GGUF + Qwen3 (tools/generate.cpp, issue 5).
+bool is_gguf_path(const std::string& p);
+int inspect_gguf(const Args& a);
+int cmd_generate(const Args& a);
 
 }  // namespace rlx::cli

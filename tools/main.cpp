@@ -91,7 +91,7 @@ static int cmd_devices(const Args&) {
 static int cmd_compile(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx compile FILE.rlx [--device D] [--report] [--dump=hir|mir|lir] "
                                       "[--bind sym=N,...] [--force-common=Op,...] [--force-native=Op,...]");
-  Graph g = load_graph_file(a.positional[0]);
+  Graph g = load_model_file(a.positional[0], a);
   CompiledModel m(std::move(g), compile_options(a));
   Bindings b = bindings(a);
   bool report = a.has("report") || (std::getenv("RLX_DISPATCH_REPORT") && std::string(std::getenv("RLX_DISPATCH_REPORT")) == "1");
@@ -105,7 +105,7 @@ static int cmd_compile(const Args& a) {
 
 static int cmd_run(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx run FILE.rlx --input name=file.npy ... [--output out.npz] [--device D]");
-  Graph g = load_graph_file(a.positional[0]);
+  Graph g = load_model_file(a.positional[0], a);
   CompiledModel m(std::move(g), compile_options(a));
   std::map<std::string, Tensor> inputs;
   for (auto& v : a.all("input")) {
@@ -153,11 +153,18 @@ static void usage() {
       "  rlx compile FILE.rlx --device D      legalize and lower; --report, --dump=hir|mir|lir,\n"
       "                                       --bind batch=2, --force-common=Op, --force-native=Op, --no-fuse\n"
       "  rlx run FILE.rlx --input x=a.npy     run on a device; --output out.npz\n"
+      "  rlx inspect FILE.gguf                GGUF metadata and tensor table\n"
+      "  rlx generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new 32]  Qwen3 token ids (KV cache)\n"
+      "  rlx inspect MODEL.onnx               inputs/outputs/opsets/op histogram (FILE.onnx also works for compile/run)\n"
+      "  rlx onnx-suite NODE_DIR              ONNX backend node tests; --xfail list --json out.json --write-xfail list\n"
+      "  rlx train-mnist --data fashion|mnist --model mlp|cnn --epochs N --batch B   train (tools/train_mnist.cpp)\n"
       "  rlx ops [--write docs/ops.md]        conformance of every op x dtype on runnable devices\n"
       "                                       against the reference, plus the support matrix\n"
+      "  rlx embed --model DIR \"s1\" \"s2\"    sentence embeddings (BERT); --similarity, --file F --output E.npy\n"
       "env: RLX_DISPATCH_REPORT=1 prints the dispatch table; RLX_PROFILE=1 prints kernel times");
 }
 
+int cmd_embed(int argc, char** argv);  // sentence embeddings: tools/embed.cpp (own flag parser)
 }  // namespace rlx::cli
 
 int main(int argc, char** argv) {
@@ -173,6 +180,12 @@ int main(int argc, char** argv) {
     if (cmd == "compile") return cmd_compile(a);
     if (cmd == "run") return cmd_run(a);
     if (cmd == "ops") return cmd_ops(a);
+    if (cmd == "embed") return cmd_embed(argc - 2, argv + 2);
+    if (cmd == "inspect" && a.positional.size() == 1 && is_gguf_path(a.positional[0])) return inspect_gguf(a);  // issue 5
+    if (cmd == "generate") return cmd_generate(a);  // issue 5: tools/generate.cpp
+    if (cmd == "inspect") return cmd_inspect(a);  // ONNX: tools/onnx_cmds.cpp
+    if (cmd == "onnx-suite") return cmd_onnx_suite(a);
+    if (cmd == "train-mnist") return cmd_train_mnist(a);  // training: tools/train_mnist.cpp
     std::fprintf(stderr, "rlx: unknown command '%s'\n", cmd.c_str());
     usage();
     return 1;

@@ -32,6 +32,10 @@ class CompiledModel {
   // or when the device cannot execute on this machine.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // [training] Runs writing the outputs into caller-owned tensors (dtypes and shapes must match
+  // the outputs; they must not alias any input). Lets a training loop keep its state in fixed
+  // buffers (ping-pong between two sets) with no per-step allocation.
+  void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
   // Legalizes and lowers for the given bindings (without running) and returns the text of a level:
   // "hir", "mir" or "lir".
   std::string dump(const std::string& level, const Bindings& b = {});

@@ -1,184 +1,537 @@
-// nanobind module `rlx._rlx`. Arrays cross as (bytes, dtype name, shape) triples; python/rlx/__init__.py
-// turns them into numpy arrays, so this file stays free of numpy's C API.
+// rlx._rlx: the nanobind layer under `import rlx`. It speaks value ids, strings and numpy arrays
+// (through nb::ndarray); the friendlier objects (Value handles, kwargs as attributes) live in
+// python/rlx/__init__.py. Arrays are always copied in and out, so no numpy array aliases RLX memory.
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/map.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
-#include <memory>
+#include <optional>
 
-#include "rlx/builder.h"
 #include "rlx/device.h"
+#include "rlx/graph.h"
+#include "rlx/npy.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
 
 namespace nb = nanobind;
-using namespace rlx;
+using namespace nb::literals;
 
+namespace rlx {
 namespace {
 
-using Array = std::tuple<nb::bytes, std::string, std::vector<int64_t>>;
+// Any C-contiguous CPU array; nanobind makes a contiguous copy of strided input itself.
+using InArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+namespace dl = nb::dlpack;
 
-DType to_dtype(const std::string& s) {
+// ---- dtypes and arrays ------------------------------------------------------------------------
+
+dl::dtype to_dl(DType t) {
+  auto mk = [](dl::dtype_code c, int bits) {
+    return dl::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
+  };
+  switch (t) {
+    case DType::f32: return mk(dl::dtype_code::Float, 32);
+    case DType::f16: return mk(dl::dtype_code::Float, 16);
+    case DType::bf16: return mk(dl::dtype_code::Bfloat, 16);
+    case DType::f64: return mk(dl::dtype_code::Float, 64);
+    case DType::c64: return mk(dl::dtype_code::Complex, 64);
+    case DType::i8: return mk(dl::dtype_code::Int, 8);
+    case DType::u8: return mk(dl::dtype_code::UInt, 8);
+    case DType::i16: return mk(dl::dtype_code::Int, 16);
+    case DType::i32: return mk(dl::dtype_code::Int, 32);
+    case DType::i64: return mk(dl::dtype_code::Int, 64);
+    case DType::boolean: return mk(dl::dtype_code::Bool, 8);
+  }
+  return {};
+}
+
+// numpy's spelling of a DLPack dtype, for error messages ("float64", "uint32", ...).
+std::string numpy_name(dl::dtype d) {
+  const char* p = "?";
+  switch (static_cast<dl::dtype_code>(d.code)) {
+    case dl::dtype_code::Int: p = "int"; break;
+    case dl::dtype_code::UInt: p = "uint"; break;
+    case dl::dtype_code::Float: p = "float"; break;
+    case dl::dtype_code::Bfloat: p = "bfloat"; break;
+    case dl::dtype_code::Complex: p = "complex"; break;
+    case dl::dtype_code::Bool: return "bool";
+    default: break;
+  }
+  return std::string(p) + std::to_string(d.bits);
+}
+
+std::optional<DType> from_dl(dl::dtype d) {
+  if (d.lanes != 1) return std::nullopt;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    auto t = static_cast<DType>(i);
+    if (to_dl(t) == d) return t;
+  }
+  return std::nullopt;
+}
+
+DType dtype_of(const std::string& s) {
   DType t;
-  RLX_CHECK(parse_dtype(s, &t), "[python] unknown dtype '", s, "'");
+  if (!parse_dtype(s, &t)) {
+    std::string known;
+    for (int i = 0; i < kNumDTypes; ++i) known += (i ? " " : "") + std::string(dtype_name(static_cast<DType>(i)));
+    fail("[python] unknown dtype '", s, "' (known: ", known, ")");
+  }
   return t;
 }
 
-Tensor to_tensor(const Array& a) {
-  const auto& [data, dt, shape] = a;
-  Tensor t(to_dtype(dt), shape);
-  RLX_CHECK(data.size() == t.nbytes(), "[python] array of ", data.size(), " bytes for ", dt, " with ", t.numel(),
-            " elements");
-  if (t.nbytes()) std::memcpy(t.raw(), data.c_str(), t.nbytes());
+DType dtype_arg(nb::handle h) {
+  if (nb::isinstance<DType>(h)) return nb::cast<DType>(h);
+  return dtype_of(nb::cast<std::string>(nb::str(h)));
+}
+
+// Copies an array into a new Tensor. `want` (if set) is the dtype the graph expects; a float32
+// array is accepted (and rounded to nearest even) for a bf16 slot because numpy has no bf16.
+Tensor to_tensor(const InArray& a, std::optional<DType> want, const std::string& what) {
+  auto have = from_dl(a.dtype());
+  std::vector<int64_t> shape(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
+  if (want && *want == DType::bf16 && have == DType::f32) {
+    Tensor t(DType::bf16, shape);
+    const float* src = static_cast<const float*>(a.data());
+    auto* dst = t.data<uint16_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) dst[i] = f32_to_bf16(src[i]);
+    return t;
+  }
+  if (!have || (want && *want != *have)) {
+    std::string hint;
+    if (want && *want == DType::bf16) hint = " (bf16 takes float32 arrays)";
+    else if (want) hint = " (convert with arr.astype(np." + numpy_name(to_dl(*want)) + "))";
+    if (want)
+      fail("[python] ", what, ": expected dtype ", dtype_name(*want), ", got numpy ", numpy_name(a.dtype()), hint);
+    fail("[python] ", what, ": numpy dtype ", numpy_name(a.dtype()), " has no RLX dtype");
+  }
+  Tensor t(*have, shape);
+  if (t.nbytes()) std::memcpy(t.raw(), a.data(), t.nbytes());
   return t;
 }
 
-Array from_tensor(const Tensor& t) {
-  return {nb::bytes(static_cast<const char*>(t.raw()), t.nbytes()), std::string(dtype_name(t.dtype())), t.shape()};
+InArray as_array(nb::handle h, const std::string& what) {
+  try {
+    return nb::cast<InArray>(h);
+  } catch (const nb::cast_error&) {
+    fail("[python] ", what, ": expected a numpy array, got ", nb::cast<std::string>(nb::repr(h.type())));
+  }
 }
 
-Shape to_shape_py(const nb::list& l) {
+// A fresh numpy array holding a copy of `t` (bf16 comes back as float32).
+nb::object to_numpy(const Tensor& src) {
+  Tensor t;
+  if (src.dtype() == DType::bf16) {
+    t = Tensor(DType::f32, src.shape());
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_f32(src.data<uint16_t>()[i]);
+  } else {
+    t = src.numel() == 0 ? Tensor(src.dtype(), src.shape()) : src.clone();
+  }
+  auto* keep = new Tensor(std::move(t));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<size_t> shape(keep->shape().begin(), keep->shape().end());
+  nb::ndarray<nb::numpy> arr(keep->raw(), shape.size(), shape.data(), owner, nullptr, to_dl(keep->dtype()));
+  return arr.cast();
+}
+
+nb::list to_list(const std::vector<Tensor>& ts) {
+  nb::list l;
+  for (auto& t : ts) l.append(to_numpy(t));
+  return l;
+}
+
+// ---- shapes and attributes -------------------------------------------------------------------
+
+std::string show(nb::handle h) { return nb::cast<std::string>(nb::repr(h)); }
+
+Shape to_shape_py(nb::handle seq, const std::string& what) {
+  if (nb::isinstance<nb::str>(seq)) fail("[python] ", what, ": a shape is a list, got ", show(seq));
   Shape s;
-  for (auto h : l) {
-    if (nb::isinstance<nb::str>(h)) s.push_back(Dim(nb::cast<std::string>(h)));
-    else s.push_back(Dim(nb::cast<int64_t>(h)));
+  try {
+    for (nb::handle d : seq) {
+      if (nb::isinstance<nb::str>(d)) s.emplace_back(nb::cast<std::string>(d));
+      else if (nb::isinstance<nb::int_>(d) && !nb::isinstance<nb::bool_>(d)) s.emplace_back(nb::cast<int64_t>(d));
+      else fail("[python] ", what, ": dimensions are ints or symbol names, got ", show(d));
+    }
+  } catch (const nb::python_error&) {
+    fail("[python] ", what, ": a shape is a list of ints/names, got ", show(seq));
   }
   return s;
 }
 
+nb::list shape_to_py(const Shape& s) {
+  nb::list l;
+  for (auto& d : s) {
+    if (d.is_static()) l.append(d.v);
+    else l.append(d.sym);
+  }
+  return l;
+}
+
+// Converts a Python value to the attribute kind that `op`'s schema declares for `name`.
 Attr to_attr(OpKind op, const std::string& name, nb::handle v) {
   const AttrSpec* spec = nullptr;
   for (auto& s : op_info(op).attrs)
     if (s.name == name) spec = &s;
-  RLX_CHECK(spec, "[python] ", op_name(op), ": unknown attribute '", name, "'");
-  switch (spec->kind) {
-    case AttrKind::Int: return Attr(nb::cast<int64_t>(v));
-    case AttrKind::Float: return Attr(nb::cast<double>(v));
-    case AttrKind::Str: return Attr(nb::cast<std::string>(v));
-    case AttrKind::Ints: return Attr(nb::cast<std::vector<int64_t>>(v));
-    case AttrKind::Floats: return Attr(nb::cast<std::vector<double>>(v));
-    case AttrKind::Dims: return Attr(to_shape_py(nb::cast<nb::list>(v)));
-    case AttrKind::DTypeK: return Attr(to_dtype(nb::cast<std::string>(nb::str(v))));
-    case AttrKind::TensorK: return Attr(to_tensor(nb::cast<Array>(v)));
+  if (!spec) {
+    std::string known;
+    for (auto& s : op_info(op).attrs) known += (known.empty() ? "" : ", ") + s.name;
+    fail("[python] op '", op_name(op), "': unknown attribute '", name, "' (known: ",
+         known.empty() ? "none" : known, ")");
   }
-  fail("[python] bad attribute");
+  std::string what = "op '" + std::string(op_name(op)) + "' attribute '" + name + "'";
+  auto bad = [&]() {
+    fail("[python] ", what, ": expected ", attr_kind_name(spec->kind), ", got ", show(v));
+  };
+  auto is_int = [](nb::handle x) { return nb::isinstance<nb::int_>(x) || nb::isinstance<nb::bool_>(x); };
+  auto is_num = [&](nb::handle x) { return is_int(x) || nb::isinstance<nb::float_>(x); };
+  try {
+    switch (spec->kind) {
+      case AttrKind::Int:
+        if (!is_int(v)) bad();
+        return Attr(nb::cast<int64_t>(v));
+      case AttrKind::Float:
+        if (!is_num(v)) bad();
+        return Attr(nb::cast<double>(v));
+      case AttrKind::Str:
+        if (!nb::isinstance<nb::str>(v)) bad();
+        return Attr(nb::cast<std::string>(v));
+      case AttrKind::Ints: {
+        if (nb::isinstance<nb::str>(v)) bad();
+        std::vector<int64_t> r;
+        for (nb::handle x : v) {
+          if (!is_int(x)) bad();
+          r.push_back(nb::cast<int64_t>(x));
+        }
+        return Attr(r);
+      }
+      case AttrKind::Floats: {
+        if (nb::isinstance<nb::str>(v)) bad();
+        std::vector<double> r;
+        for (nb::handle x : v) {
+          if (!is_num(x)) bad();
+          r.push_back(nb::cast<double>(x));
+        }
+        return Attr(r);
+      }
+      case AttrKind::Dims: return Attr(to_shape_py(v, what));
+      case AttrKind::DTypeK:
+        if (!nb::isinstance<DType>(v) && !nb::isinstance<nb::str>(v)) bad();
+        return Attr(dtype_arg(v));
+      case AttrKind::TensorK: return Attr(to_tensor(as_array(v, what), std::nullopt, what));
+    }
+  } catch (const nb::python_error&) {  // e.g. iterating something that is not iterable
+    bad();
+  } catch (const nb::cast_error&) {
+    bad();
+  }
+  return Attr();
 }
 
-struct PyGraph {
-  std::shared_ptr<Graph> g = std::make_shared<Graph>();
-};
+OpKind op_of(const std::string& name) {
+  OpKind k;
+  if (!op_by_name(name, &k)) fail("[python] unknown op '", name, "' (rlx.ops() lists them)");
+  return k;
+}
 
-struct PyModel {
-  std::shared_ptr<CompiledModel> m;
-};
+void check_value(const Graph& g, int64_t v, const std::string& what) {
+  if (v < 0 || v >= static_cast<int64_t>(g.values.size()))
+    fail("[python] ", what, ": value id ", v, " is not in graph '", g.name, "' (it has ", g.values.size(),
+         " values)");
+}
 
-Bindings to_bindings(const std::map<std::string, int64_t>& b) { return Bindings(b.begin(), b.end()); }
+// ---- running ----------------------------------------------------------------------------------
+
+std::string output_name(const Graph& g, size_t i) {
+  const std::string& n = g.values.at(g.outputs[i]).name;
+  if (n.empty()) return "output_" + std::to_string(i);
+  // A value listed twice (or two outputs sharing a name) would collide in a dict.
+  for (size_t j = 0; j < i; ++j)
+    if (g.values.at(g.outputs[j]).name == n) return "output_" + std::to_string(i);
+  return n;
+}
+
+std::string input_names(const Graph& g) {
+  std::string s;
+  for (auto id : g.inputs) s += (s.empty() ? "'" : ", '") + g.values.at(id).name + "'";
+  return "[" + s + "]";
+}
+
+std::vector<Tensor> inputs_from_list(const Graph& g, const nb::list& arrays) {
+  if (nb::len(arrays) != g.inputs.size())
+    fail("[python] graph '", g.name, "' takes ", g.inputs.size(), " inputs ", input_names(g), ", got ",
+         nb::len(arrays));
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Value& v = g.values.at(g.inputs[i]);
+    std::string what = "input '" + v.name + "'";
+    in.push_back(to_tensor(as_array(arrays[i], what), v.type.dtype, what));
+  }
+  return in;
+}
+
+std::vector<Tensor> inputs_from_dict(const Graph& g, const nb::dict& arrays) {
+  std::string missing, unknown;
+  for (auto id : g.inputs) {
+    const std::string& n = g.values.at(id).name;
+    if (!arrays.contains(n.c_str())) missing += (missing.empty() ? "'" : ", '") + n + "'";
+  }
+  for (auto [k, v] : arrays) {
+    std::string key = nb::cast<std::string>(nb::str(k));
+    bool known = false;
+    for (auto id : g.inputs) known |= g.values.at(id).name == key;
+    if (!known) unknown += (unknown.empty() ? "'" : ", '") + key + "'";
+  }
+  if (!missing.empty() || !unknown.empty())
+    fail("[python] graph '", g.name, "': missing inputs [", missing, "], unknown inputs [", unknown,
+         "] (it takes ", input_names(g), ")");
+  nb::list ordered;
+  for (auto id : g.inputs) ordered.append(arrays[g.values.at(id).name.c_str()]);
+  return inputs_from_list(g, ordered);
+}
+
+Bindings to_bindings(const nb::handle& h) {
+  Bindings b;
+  if (h.is_none()) return b;
+  for (auto [k, v] : nb::cast<nb::dict>(h)) b[nb::cast<std::string>(k)] = nb::cast<int64_t>(v);
+  return b;
+}
 
 }  // namespace
+}  // namespace rlx
 
 NB_MODULE(_rlx, m) {
+  using namespace rlx;
+  m.doc() = "RLX tensor compiler and runtime (low-level bindings; use the `rlx` package)";
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
 
-  nb::class_<PyGraph>(m, "Graph")
-      .def(nb::init<>())
-      .def_prop_rw("name", [](PyGraph& p) { return p.g->name; }, [](PyGraph& p, std::string n) { p.g->name = n; })
-      .def("input", [](PyGraph& p, const std::string& name, const std::string& dt, const nb::list& shape) {
-        return p.g->add_input(name, to_dtype(dt), to_shape_py(shape));
-      })
-      .def("op", [](PyGraph& p, const std::string& name, const std::vector<int32_t>& ins, const nb::dict& kw) {
-        OpKind k;
-        RLX_CHECK(op_by_name(name, &k), "[python] unknown op '", name, "'");
-        Attrs a;
-        for (auto [key, v] : kw) a[nb::cast<std::string>(key)] = to_attr(k, nb::cast<std::string>(key), v);
-        return p.g->add_node(k, ins, a);
-      })
-      .def("constant", [](PyGraph& p, const Array& a) {
-        return p.g->add_node(OpKind::Constant, {}, {{"value", to_tensor(a)}})[0];
-      })
-      .def("output", [](PyGraph& p, int32_t v, const std::string& name) {
-        RLX_CHECK(v >= 0 && v < static_cast<int32_t>(p.g->values.size()), "[python] bad value id ", v);
-        if (!name.empty()) p.g->values[v].name = name;
-        p.g->outputs.push_back(v);
-      }, nb::arg("value"), nb::arg("name") = "")
-      .def("type", [](PyGraph& p, int32_t v) {
-        auto& t = p.g->type(v);
-        return std::make_tuple(std::string(dtype_name(t.dtype)), shape_str(t.shape));
-      })
-      .def("text", [](PyGraph& p) { return print_graph(*p.g); })
-      .def("verify", [](PyGraph& p) { verify_graph(*p.g); })
-      .def("input_dtypes", [](PyGraph& p) {
-        std::vector<std::string> r;
-        for (auto i : p.g->inputs) r.push_back(std::string(dtype_name(p.g->type(i).dtype)));
-        return r;
-      })
-      .def("input_names", [](PyGraph& p) {
-        std::vector<std::string> r;
-        for (auto i : p.g->inputs) r.push_back(p.g->values[i].name);
-        return r;
-      });
-
-  m.def("parse", [](const std::string& text) { return PyGraph{std::make_shared<Graph>(parse_graph(text))}; });
-  m.def("load", [](const std::string& path) { return PyGraph{std::make_shared<Graph>(load_graph_file(path))}; });
-
-  nb::class_<PyModel>(m, "CompiledModel")
-      .def("run", [](PyModel& p, const std::vector<Array>& ins) {
-        std::vector<Tensor> in;
-        for (auto& a : ins) in.push_back(to_tensor(a));
-        std::vector<Array> out;
-        for (auto& t : p.m->run(in)) out.push_back(from_tensor(t));
-        return out;
-      })
-      .def("output_names", [](PyModel& p) {
-        std::vector<std::string> r;
-        const Graph& g = p.m->graph();
-        for (size_t i = 0; i < g.outputs.size(); ++i) {
-          std::string n = g.values[g.outputs[i]].name;
-          r.push_back(n.empty() ? "output_" + std::to_string(i) : n);
-        }
-        return r;
-      })
-      .def("report", [](PyModel& p, const std::map<std::string, int64_t>& b) { return p.m->report(to_bindings(b)).table(); })
-      .def("report_rows", [](PyModel& p, const std::map<std::string, int64_t>& b) {
-        std::vector<std::map<std::string, std::string>> rows;
-        for (auto& r : p.m->report(to_bindings(b)).rows)
-          rows.push_back({{"op", r.op}, {"dtype", r.dtype}, {"path", std::string(dispatch_path_name(r.path))},
-                          {"count", std::to_string(r.count)}, {"reason", r.reason}});
-        return rows;
-      })
-      .def("dump", [](PyModel& p, const std::string& level, const std::map<std::string, int64_t>& b) {
-        return p.m->dump(level, to_bindings(b));
-      })
-      .def_prop_ro("cache_size", [](PyModel& p) { return p.m->cache_size(); });
-
-  m.def("compile", [](const PyGraph& g, const std::string& device, const std::vector<std::string>& fc,
-                      const std::vector<std::string>& fn, bool fuse) {
-    CompileOptions o;
-    o.device = device;
-    o.dispatch.force_common.insert(fc.begin(), fc.end());
-    o.dispatch.force_native.insert(fn.begin(), fn.end());
-    o.fuse = fuse;
-    return PyModel{std::make_shared<CompiledModel>(*g.g, o)};
-  });
-
-  m.def("reference_run", [](const PyGraph& g, const std::vector<Array>& ins) {
-    std::vector<Tensor> in;
-    for (auto& a : ins) in.push_back(to_tensor(a));
-    std::vector<Array> out;
-    for (auto& t : reference_run(*g.g, in)) out.push_back(from_tensor(t));
-    return out;
-  });
-
-  m.def("devices", [] {
-    std::vector<std::map<std::string, std::string>> r;
-    for (auto& n : device_names()) {
-      const DeviceInfo& d = device_info(n);
-      r.push_back({{"name", n}, {"status", std::string(device_status_name(d.status))}, {"reason", d.reason},
-                   {"description", d.description}});
-    }
+  auto dt = nb::enum_<DType>(m, "DType");
+  for (int i = 0; i < kNumDTypes; ++i) {
+    auto t = static_cast<DType>(i);
+    dt.value(std::string(dtype_name(t)).c_str(), t);
+  }
+  dt.def_prop_ro("itemsize", [](DType t) { return dtype_size(t); })
+      .def("__str__", [](DType t) { return std::string(dtype_name(t)); });
+  m.def("dtype", &dtype_of, "name"_a, "The DType named 'f32', 'f16', 'bf16', ..., 'bool'.");
+  m.def("dtype_names", [] {
+    std::vector<std::string> r;
+    for (int i = 0; i < kNumDTypes; ++i) r.emplace_back(dtype_name(static_cast<DType>(i)));
     return r;
   });
+  m.def("op_names", [] {
+    std::vector<std::string> r;
+    for (int i = 0; i < num_ops(); ++i) r.emplace_back(op_name(static_cast<OpKind>(i)));
+    return r;
+  });
+  m.def("op_schema", [](const std::string& name) {
+    const OpInfo& info = op_info(op_of(name));
+    nb::dict d;
+    d["name"] = std::string(info.name);
+    d["level"] = info.level == Level::Hir ? "hir" : "mir";
+    d["min_inputs"] = info.min_inputs;
+    d["max_inputs"] = info.max_inputs;
+    d["num_outputs"] = info.num_outputs;
+    d["dtypes"] = info.dtypes.str();
+    nb::dict attrs;
+    for (auto& a : info.attrs) attrs[a.name.c_str()] = std::string(attr_kind_name(a.kind));
+    d["attrs"] = attrs;
+    return d;
+  });
+
+  nb::class_<Graph>(m, "Graph")
+      .def(nb::init<>())
+      .def_rw("name", &Graph::name)
+      .def("add_input",
+           [](Graph& g, const std::string& name, nb::handle dtype, nb::handle shape) {
+             for (auto id : g.inputs)
+               if (g.values[id].name == name) fail("[python] graph '", g.name, "' already has an input '", name, "'");
+             return static_cast<int64_t>(g.add_input(name, dtype_arg(dtype), to_shape_py(shape, "input '" + name + "'")));
+           })
+      .def("add_node",
+           [](Graph& g, const std::string& op, const std::vector<int64_t>& inputs, const nb::dict& attrs,
+              const std::string& node_name) {
+             OpKind k = op_of(op);
+             std::vector<ValueId> in;
+             for (auto v : inputs) {
+               check_value(g, v, "op '" + op + "'");
+               in.push_back(static_cast<ValueId>(v));
+             }
+             Attrs a;
+             for (auto [key, val] : attrs) {
+               std::string kname = nb::cast<std::string>(key);
+               a[kname] = to_attr(k, kname, val);
+             }
+             auto out = g.add_node(k, std::move(in), std::move(a), node_name);
+             return std::vector<int64_t>(out.begin(), out.end());
+           },
+           "op"_a, "inputs"_a, "attrs"_a, "node_name"_a = "")
+      .def("add_constant",
+           [](Graph& g, nb::handle arr, nb::handle dtype) {
+             std::optional<DType> want;
+             if (!dtype.is_none()) want = dtype_arg(dtype);
+             Tensor t = to_tensor(as_array(arr, "constant"), want, "constant");
+             return static_cast<int64_t>(g.add_node(OpKind::Constant, {}, {{"value", t}})[0]);
+           },
+           "array"_a, "dtype"_a = nb::none())
+      .def("add_output",
+           [](Graph& g, int64_t v, std::optional<std::string> name) {
+             check_value(g, v, "output");
+             if (name && !name->empty()) {
+               for (size_t i = 0; i < g.values.size(); ++i)
+                 if (static_cast<int64_t>(i) != v && g.values[i].name == *name)
+                   fail("[python] graph '", g.name, "' already has a value named '", *name, "'");
+               g.values[v].name = *name;
+             }
+             g.outputs.push_back(static_cast<ValueId>(v));
+           },
+           "value"_a, "name"_a = nb::none())
+      .def("value_dtype", [](const Graph& g, int64_t v) {
+        check_value(g, v, "dtype");
+        return g.values[v].type.dtype;
+      })
+      .def("value_shape", [](const Graph& g, int64_t v) {
+        check_value(g, v, "shape");
+        return shape_to_py(g.values[v].type.shape);
+      })
+      .def("value_name", [](const Graph& g, int64_t v) {
+        check_value(g, v, "name");
+        return g.values[v].name;
+      })
+      .def("value_label", [](const Graph& g, int64_t v) {
+        check_value(g, v, "label");
+        return g.value_label(static_cast<ValueId>(v));
+      })
+      .def_prop_ro("inputs", [](const Graph& g) { return std::vector<int64_t>(g.inputs.begin(), g.inputs.end()); })
+      .def_prop_ro("outputs", [](const Graph& g) { return std::vector<int64_t>(g.outputs.begin(), g.outputs.end()); })
+      .def_prop_ro("num_values", [](const Graph& g) { return g.values.size(); })
+      .def_prop_ro("num_nodes", [](const Graph& g) { return g.nodes.size(); })
+      .def("node_ops", [](const Graph& g) {
+        std::vector<std::string> r;
+        for (auto& n : g.nodes) r.emplace_back(op_name(n.op));
+        return r;
+      })
+      .def("symbols", &Graph::symbols)
+      .def("text", [](const Graph& g) { return print_graph(g); })
+      .def("verify", [](const Graph& g, bool mir_only) { verify_graph(g, mir_only); }, "mir_only"_a = false)
+      .def("copy", [](const Graph& g) { return Graph(g); });
+
+  m.def("parse", [](const std::string& text, const std::string& filename) { return parse_graph(text, filename); },
+        "text"_a, "filename"_a = "<text>");
+  m.def("load", &load_graph_file, "path"_a);
+
+  nb::class_<CompiledModel>(m, "CompiledModel")
+      .def("__init__",
+           [](CompiledModel* self, const Graph& g, const std::string& device,
+              const std::vector<std::string>& force_common, const std::vector<std::string>& force_native,
+              bool verify, bool fuse) {
+             CompileOptions o;
+             o.device = device;
+             o.dispatch.force_common.insert(force_common.begin(), force_common.end());
+             o.dispatch.force_native.insert(force_native.begin(), force_native.end());
+             o.verify = verify;
+             o.fuse = fuse;
+             Graph copy = g;
+             nb::gil_scoped_release nogil;
+             new (self) CompiledModel(std::move(copy), std::move(o));
+           },
+           "graph"_a, "device"_a = "cpu", "force_common"_a = std::vector<std::string>{},
+           "force_native"_a = std::vector<std::string>{}, "verify"_a = true, "fuse"_a = true)
+      .def("run_list",
+           [](CompiledModel& cm, const nb::list& arrays) {
+             std::vector<Tensor> in = inputs_from_list(cm.graph(), arrays), out;
+             {
+               nb::gil_scoped_release nogil;
+               out = cm.run(in);
+             }
+             return to_list(out);
+           })
+      .def("run_dict",
+           [](CompiledModel& cm, const nb::dict& arrays) {
+             const Graph& g = cm.graph();
+             std::vector<Tensor> in = inputs_from_dict(g, arrays), out;
+             {
+               nb::gil_scoped_release nogil;
+               out = cm.run(in);
+             }
+             nb::dict d;
+             for (size_t i = 0; i < out.size() && i < g.outputs.size(); ++i)
+               d[output_name(g, i).c_str()] = to_numpy(out[i]);
+             return d;
+           })
+      .def("output_names",
+           [](CompiledModel& cm) {
+             std::vector<std::string> r;
+             for (size_t i = 0; i < cm.graph().outputs.size(); ++i) r.push_back(output_name(cm.graph(), i));
+             return r;
+           })
+      .def("report_table", [](CompiledModel& cm, nb::handle b) { return cm.report(to_bindings(b)).table(); },
+           "bindings"_a = nb::none())
+      .def("report_rows",
+           [](CompiledModel& cm, nb::handle b) {
+             nb::list rows;
+             for (auto& r : cm.report(to_bindings(b)).rows) {
+               nb::dict d;
+               d["op"] = r.op;
+               d["dtype"] = r.dtype;
+               d["path"] = std::string(dispatch_path_name(r.path));
+               d["count"] = r.count;
+               d["reason"] = r.reason;
+               rows.append(d);
+             }
+             return rows;
+           },
+           "bindings"_a = nb::none())
+      .def("report_notes", [](CompiledModel& cm, nb::handle b) { return cm.report(to_bindings(b)).notes; },
+           "bindings"_a = nb::none())
+      .def("dump", [](CompiledModel& cm, const std::string& level, nb::handle b) { return cm.dump(level, to_bindings(b)); },
+           "level"_a, "bindings"_a = nb::none())
+      .def_prop_ro("cache_size", &CompiledModel::cache_size)
+      .def_prop_ro("device", [](const CompiledModel& cm) { return cm.options().device; })
+      .def("profile", &CompiledModel::profile);
+
+  m.def("devices", [] {
+    nb::list l;
+    for (auto& name : device_names()) {
+      const DeviceInfo& d = device_info(name);
+      nb::dict e;
+      e["name"] = d.name;
+      e["status"] = std::string(device_status_name(d.status));
+      e["reason"] = d.reason;
+      e["description"] = d.description;
+      e["can_execute"] = d.can_execute();
+      l.append(e);
+    }
+    return l;
+  });
+
+  m.def("reference_run", [](const Graph& g, const nb::list& arrays) {
+    std::vector<Tensor> in = inputs_from_list(g, arrays), out;
+    {
+      nb::gil_scoped_release nogil;
+      out = reference_run(g, in);
+    }
+    return to_list(out);
+  });
+
+  m.def("read_npy", [](const std::string& p) { return to_numpy(read_npy(p)); }, "path"_a);
+  m.def("write_npy", [](const std::string& p, nb::handle a) { write_npy(p, to_tensor(as_array(a, p), std::nullopt, p)); },
+        "path"_a, "array"_a);
+  m.def("read_npz", [](const std::string& p) {
+    nb::dict d;
+    for (auto& [k, t] : read_npz_ordered(p)) d[k.c_str()] = to_numpy(t);
+    return d;
+  }, "path"_a);
+  m.def("write_npz", [](const std::string& p, const nb::dict& arrays) {
+    std::vector<std::pair<std::string, Tensor>> v;
+    for (auto [k, a] : arrays) {
+      std::string key = nb::cast<std::string>(k);
+      std::string what = "array '" + key + "'";
+      v.emplace_back(key, to_tensor(as_array(a, what), std::nullopt, what));
+    }
+    write_npz(p, v);
+  }, "path"_a, "arrays"_a);
 }

@@ -2,6 +2,7 @@
 // padding, grouping and masking, with seeded inputs in each op's domain.
 #include <random>
 
+#include "quant/blocks.h"
 #include "rlx/builder.h"
 #include "rlx/conformance.h"
 
@@ -33,6 +34,21 @@ Tensor indices(std::vector<int64_t> shape, int64_t n, std::mt19937& rng) {
 }
 
 bool positive_domain(O op) { return op == O::Log || op == O::Sqrt || op == O::Rsqrt || op == O::Pow; }
+
+// issue 5: GGML blocks packed from seeded values, u8 [rows, row_bytes] (Q8_0 or Q4_0).
+Tensor packed_blocks(const char* type, int64_t rows, int64_t k, std::mt19937& rng) {
+  bool q8 = std::string(type) == "Q8_0";
+  int64_t rb = static_cast<int64_t>(quant::row_bytes(q8 ? quant::GgmlType::Q8_0 : quant::GgmlType::Q4_0, k));
+  Tensor t(DType::u8, {rows, rb});
+  std::vector<float> v(static_cast<size_t>(k));
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& e : v) e = u(rng);
+    if (q8) quant::quantize_row_q8_0(v.data(), reinterpret_cast<quant::BlockQ8_0*>(t.data<uint8_t>() + r * rb), k);
+    else quant::quantize_row_q4_0(v.data(), reinterpret_cast<quant::BlockQ4_0*>(t.data<uint8_t>() + r * rb), k);
+  }
+  return t;
+}
 
 struct CaseBuilder {
   ConformanceCase c;
@@ -172,6 +188,16 @@ bool build(O op, DType dt, ConformanceCase* out) {
     case O::Expand: outs = b.op(op, {cb.in(dt, {3, 1})}, {{"shape", Shape{2, 3, 4}}}); break;
     case O::Squeeze: outs = b.op(op, {cb.in(dt, {3, 1, 4})}, {{"axes", std::vector<int64_t>{1}}}); break;
     case O::Unsqueeze: outs = b.op(op, {cb.in(dt, {3, 4})}, {{"axes", std::vector<int64_t>{0, 2}}}); break;
+    // issue 5: quantized weights
+    case O::Dequantize:
+      if (dt != DType::u8) return false;
+      outs = b.op(op, {cb.in_tensor(packed_blocks("Q4_0", 3, 64, cb.rng))}, {{"type", "Q4_0"}, {"k", int64_t{64}}});
+      break;
+    case O::DequantMatMul: {
+      auto x = cb.in(dt, {2, 3, 64});
+      outs = b.op(op, {x, cb.in_tensor(packed_blocks("Q8_0", 5, 64, cb.rng))}, {{"type", "Q8_0"}, {"k", int64_t{64}}});
+      break;
+    }
     default: return false;
   }
   cb.finish(outs);

@@ -68,8 +68,11 @@ std::vector<ConformanceRow> run_conformance(const std::string& device, bool exec
     ConformanceRow r{std::string(op_name(c.op)), std::string(dtype_name(c.dtype)), device};
     try {
       Legalized l = legalize(c.graph, device, {});
-      for (auto& row : l.report.rows)
-        if (row.op == r.op) r.path = row.path;
+      for (auto& row : l.report.rows)  // the case's own row (a rewrite also records the promoted op's row)
+        if (row.op == r.op && row.dtype == r.dtype) {
+          r.path = row.path;
+          break;
+        }
     } catch (const Error& e) {
       r.status = "unsupported";
       r.detail = e.what();

@@ -5,8 +5,10 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <set>  // cuda capability allow-list (issue 7)
 
 #include "rlx/device.h"
+#include "backends/gpu/api.h"  // issue 8: portable_gpu_device_info
 
 namespace rlx {
 
@@ -60,6 +62,10 @@ std::string probe(const char* lib) {
   return std::string("; loader ") + lib + (loadable(lib) ? " found" : " not found");
 }
 
+}  // namespace
+int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp (issue 7)
+namespace {
+
 std::vector<DeviceInfo> build() {
   using D = DType;
   const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16}),
@@ -76,6 +82,7 @@ std::vector<DeviceInfo> build() {
   cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
   add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
   add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
+  add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // issue 5: packed kernel, backends/cpu/dequant_matmul.cpp
   v.push_back(cpu);
 
   auto gpu_like = [&](const char* name, const char* what, DeviceStatus st, std::string why, DTypeSet types) {
@@ -94,8 +101,29 @@ std::vector<DeviceInfo> build() {
     add_hir(ane.caps, nn_ops, f16x);
     v.push_back(ane);
   }
-  v.push_back(gpu_like("cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libcuda.so.1"), gpu_types | DTypeSet::of({D::f64, D::c64})));
+  // ---- cuda (issue 7, src/backends/cuda): status probed at run time (libcuda.so.1 + a device,
+  // NVRTC, cuBLASLt); the capability set is what that backend's kernels really run.
+  {
+    std::string why;
+    int st = cuda_runtime_probe(&why);
+    const DTypeSet cu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
+    DeviceInfo cu{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
+                  st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
+                  all_mir(cu_types)};
+    // An allow-list, so MIR primitives added later are not claimed before a cuda kernel exists
+    // (rng_uniform, conv, reduce_window, cumsum, sort, topk, scatter_add, dequantize have none yet).
+    const std::set<OpKind> cu_mir = {OpKind::Constant,   OpKind::Iota,       OpKind::ReduceSum,      OpKind::ReduceMax,
+                                     OpKind::ReduceMin,  OpKind::ReduceProd, OpKind::ArgMax,         OpKind::ArgMin,
+                                     OpKind::DotGeneral, OpKind::Reshape,    OpKind::BroadcastInDim, OpKind::Transpose,
+                                     OpKind::Slice,      OpKind::Pad,        OpKind::Concatenate,    OpKind::Gather};
+    for (auto it = cu.caps.ops.begin(); it != cu.caps.ops.end();)
+      it = is_elementwise(it->first) || cu_mir.count(it->first) ? std::next(it) : cu.caps.ops.erase(it);
+    add_hir(cu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
+                      OpKind::Attention}, DTypeSet::of({D::f32, D::f16, D::bf16}));
+    add_hir(cu.caps, {OpKind::Embedding}, cu_types);
+    v.push_back(cu);
+  }
+  // ---- end cuda
   v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
                        std::string(not_built) + probe("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
   v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
@@ -108,12 +136,9 @@ std::vector<DeviceInfo> build() {
     add_hir(hex.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, f32);
     v.push_back(hex);
   }
-  v.push_back(gpu_like("gpu", "OpenCL C rendered kernels", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libOpenCL.so.1"), gpu_types | DTypeSet::of({D::f64})));
-  v.push_back(gpu_like("vulkan", "GLSL compute -> SPIR-V -> Vulkan", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libvulkan.so.1"), gpu_types | DTypeSet::of({D::f64})));
-  v.push_back(gpu_like("opengl", "GLSL 4.3 compute through EGL", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libEGL.so.1"), DTypeSet::of({D::f32, D::i32, D::u8, D::boolean, D::f64})));
+  // issue 8 (portable GPU): status probed at run time (loader + device), capabilities = what the
+  // GLSL / OpenCL C renderers have kernels for. See src/backends/gpu/device_info.cpp.
+  for (const char* pg : {"gpu", "vulkan", "opengl"}) v.push_back(portable_gpu_device_info(pg));
   v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
                        "needs Direct3D 12 (Windows); HLSL is checked through SPIR-V", DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean, D::f64, D::i64})));
   v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,

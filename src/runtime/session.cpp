@@ -82,6 +82,25 @@ std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) {
   return e.exe->run(inputs);
 }
 
+// [training] run_into: see session.h.
+void CompiledModel::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+  Bindings b = bind_inputs(impl_->g, inputs);
+  auto& e = impl_->get(b);
+  if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);
+  impl_->last_exe = e.exe.get();
+  RLX_CHECK(outputs.size() == e.lir.outputs.size(), "[run_into] expected ", e.lir.outputs.size(),
+            " outputs, got ", outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ValueType& t = e.lir.buffers[e.lir.outputs[i]].type;
+    RLX_CHECK(outputs[i].dtype() == t.dtype && outputs[i].shape() == static_dims(t.shape), "[run_into] output ", i,
+              " is ", dtype_name(outputs[i].dtype()), " with ", outputs[i].numel(), " elements, expected ",
+              dtype_name(t.dtype), shape_str(t.shape));
+    for (auto& in : inputs)
+      RLX_CHECK(in.raw() == nullptr || in.raw() != outputs[i].raw(), "[run_into] output ", i, " aliases an input");
+  }
+  e.exe->run_into(inputs, outputs);
+}
+
 std::map<std::string, Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> in;
   for (auto i : impl_->g.inputs) {

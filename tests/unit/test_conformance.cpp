@@ -24,5 +24,5 @@ TEST(Conformance, CpuMatchesReferenceForEveryOpAndDtype) {
 }
 
 TEST(Conformance, CompileOnlyDevicesAreNotRun) {
-  for (auto& r : run_conformance("vulkan", true)) EXPECT_NE(r.status, "pass") << r.op;
+  for (auto& r : run_conformance("metal", true)  /* vulkan runs here since issue 8 */) EXPECT_NE(r.status, "pass") << r.op;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "passes/passes.h"
+#include "quant/blocks.h"
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 
@@ -127,7 +128,8 @@ static const std::set<std::string> kCovered = {"matmul",      "linear",         
                                                "avg_pool",    "global_avg_pool", "layer_norm",  "rms_norm",
                                                "softmax",     "log_softmax",     "gelu",        "silu",
                                                "relu",        "embedding",       "attention",   "rope",
-                                               "reduce_mean", "expand",          "squeeze",     "unsqueeze"};
+                                               "reduce_mean", "expand",          "squeeze",     "unsqueeze",
+                                               "dequant_matmul"};  // issue 5: Decomp.DequantMatMul
 
 TEST(DecompCoverage, EveryHirOpHasCases) {
   for (int i = 0; i < num_ops(); ++i) {
@@ -434,5 +436,36 @@ TEST(DecompGraph, SymbolicShapesAreAClearError) {
     std::string m = e.what();
     EXPECT_NE(m.find("'mean0' (reduce_mean)"), std::string::npos) << m;
     EXPECT_NE(m.find("static"), std::string::npos) << m;
+  }
+}
+
+// issue 5: dequant_matmul -> dequantize + dot_general, on Q8_0 and Q4_0 blocks packed by src/quant.
+TEST(Decomp, DequantMatMul) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const char* type : {"Q8_0", "Q4_0"}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(type) + " " + std::string(dtype_name(dt)));
+      const int64_t N = 5, K = 64;
+      bool q8 = std::string(type) == "Q8_0";
+      int64_t rb = static_cast<int64_t>(quant::row_bytes(q8 ? quant::GgmlType::Q8_0 : quant::GgmlType::Q4_0, K));
+      Tensor w(DType::u8, {N, rb});
+      std::vector<float> v(K);
+      for (int64_t r = 0; r < N; ++r) {
+        for (auto& e : v) e = u(rng);
+        if (q8) quant::quantize_row_q8_0(v.data(), reinterpret_cast<quant::BlockQ8_0*>(w.data<uint8_t>() + r * rb), K);
+        else quant::quantize_row_q4_0(v.data(), reinterpret_cast<quant::BlockQ4_0*>(w.data<uint8_t>() + r * rb), K);
+      }
+      Tensor x(dt, {2, 3, K});
+      for (int64_t i = 0; i < x.numel(); ++i) x.set(i, u(rng));
+      Graph g;
+      Builder b(g);
+      ValueId xi = b.input("x", dt, to_shape(x.shape()));
+      ValueId wi = b.input("w", DType::u8, to_shape(w.shape()));
+      b.output(b.op1(OpKind::DequantMatMul, {xi, wi}, {{"type", std::string(type)}, {"k", K}}));
+      Graph d = decompose_all(g);
+      EXPECT_TRUE(d.is_hir_free());
+      expect_close(reference_run(d, {x, w})[0], reference_run(g, {x, w})[0], dt);
+    }
   }
 }

@@ -19,6 +19,17 @@ class CpuExecutable : public Executable {
     for (auto& k : p_.kernels) {
       Node n{k.op, {}, {}, k.attrs, k.origin};
       nodes_.push_back(n);
+      // A lone elementwise op runs on the typed fused evaluator as a one-node body.
+      Graph body;
+      if (k.kind == KernelKind::Library && is_elementwise(k.op) && k.out.size() == 1) {
+        std::vector<ValueId> ins;
+        for (size_t i = 0; i < k.in.size(); ++i) {
+          const ValueType& t = p_.buffers[k.in[i]].type;
+          ins.push_back(body.add_input("a" + std::to_string(i), t.dtype, t.shape));
+        }
+        body.outputs = body.add_node(k.op, ins, k.attrs, k.origin);
+      }
+      single_.push_back(std::move(body));
     }
   }
 
@@ -33,8 +44,10 @@ class CpuExecutable : public Executable {
       if (lb.kind == BufferKind::Const) bufs[b] = lb.value;
       if (lb.kind == BufferKind::Arena)
         bufs[b] = Tensor::wrap(lb.type.dtype, dims, nullptr, static_cast<char*>(arena_.raw()) + lb.offset);
-      if (lb.kind == BufferKind::Output) bufs[b] = Tensor(lb.type.dtype, dims);
+      if (lb.kind == BufferKind::Output && !dest_) bufs[b] = Tensor(lb.type.dtype, dims);
     }
+    if (dest_)  // [training] run_into: caller-owned output tensors become the output buffers
+      for (size_t i = 0; i < p_.outputs.size(); ++i) bufs[p_.outputs[i]] = (*dest_)[i];
     for (size_t b = 0; b < p_.buffers.size(); ++b) {  // views after their bases (bases precede them)
       const LirBuffer& lb = p_.buffers[b];
       if (lb.kind == BufferKind::View) bufs[b] = bufs[lb.view_of].reshaped(static_dims(lb.type.shape));
@@ -47,6 +60,8 @@ class CpuExecutable : public Executable {
       auto t0 = std::chrono::steady_clock::now();
       if (kr.kind == KernelKind::Generated) {
         cpu::fused_kernel(kr.body, in, out[0]);
+      } else if (!single_[k].nodes.empty()) {
+        cpu::fused_kernel(single_[k], in, out[0]);
       } else {
         cpu::KernelFn fn = cpu::find_kernel(kr.op, in.empty() ? out[0].dtype() : in[0].dtype());
         (fn ? fn : &cpu::generic_kernel)(nodes_[k], in, out);
@@ -60,6 +75,19 @@ class CpuExecutable : public Executable {
     }
     for (int b : p_.outputs) outs.push_back(bufs[b]);
     return outs;
+  }
+
+  // [training] run() with the outputs bound to caller-owned tensors (checked by the session).
+  void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override {
+    RLX_CHECK(outputs.size() == p_.outputs.size(), "[cpu] expected ", p_.outputs.size(), " outputs, got ", outputs.size());
+    dest_ = &outputs;
+    try {
+      run(inputs);
+    } catch (...) {
+      dest_ = nullptr;
+      throw;
+    }
+    dest_ = nullptr;
   }
 
   std::string profile() const override {
@@ -81,7 +109,9 @@ class CpuExecutable : public Executable {
   LirProgram p_;
   Tensor arena_;
   std::vector<Node> nodes_;
+  std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
   bool profile_ = false;
+  std::vector<Tensor>* dest_ = nullptr;  // [training] run_into's outputs while it runs
   std::map<std::string, std::pair<double, int>> times_;
 };
 

@@ -1,10 +1,15 @@
-// Contractions: dot_general, linear and matmul for f32/f64/i32/i64/c64, through one packed
-// batched GEMM (C[b] = A[b] · B[b], A [M,K], B [K,N] row-major).
+// Contractions: dot_general, linear and matmul. f32 goes to sgemm (blas.cpp: OpenBLAS split over
+// our pool) with bias/activation applied as an epilogue on hot row blocks; other dtypes use one
+// packed batched loop GEMM (C[b] = A[b] · B[b], A [M,K], B [K,N] row-major).
 #include <algorithm>
 #include <complex>
 #include <cstring>
+#include <type_traits>
 
+#include "backends/cpu/blas.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/vmath.h"
 
 namespace rlx::cpu {
 
@@ -69,6 +74,15 @@ void dot_general_t(const Node& n, const Tensor& a, const Tensor& b, Tensor& c) {
   for (auto d : lf) M *= a.shape()[d];
   for (auto d : lc) K *= a.shape()[d];
   for (auto d : rf) N *= b.shape()[d];
+  if constexpr (std::is_same_v<T, float>) {
+    // [training] 2-D operands in GEMM layout or its transpose (the backward pass emits x^T.g and
+    // g.W^T) go straight to BLAS with transpose flags instead of being permuted into copies.
+    if (lb.empty() && a.rank() == 2 && b.rank() == 2 && lc.size() == 1 && rc.size() == 1) {
+      bool ta = lc[0] == 0, tb = rc[0] == 1;
+      sgemm(ta, tb, M, N, K, a.data<float>(), ta ? M : K, b.data<float>(), tb ? K : N, c.data<float>(), N);
+      return;
+    }
+  }
   std::vector<int64_t> ao = lb, bo = rb;
   ao.insert(ao.end(), lf.begin(), lf.end());
   ao.insert(ao.end(), lc.begin(), lc.end());
@@ -77,6 +91,11 @@ void dot_general_t(const Node& n, const Tensor& a, const Tensor& b, Tensor& c) {
   auto A = permute<T>(a, ao);
   auto Bm = permute<T>(b, bo);
   T* C = c.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < B; ++i)
+      sgemm(false, false, M, N, K, A.data() + i * M * K, K, Bm.data() + i * K * N, N, C + i * M * N, N);
+    return;
+  }
   for (int64_t i = 0; i < B; ++i) gemm<T, Acc>(A.data() + i * M * K, Bm.data() + i * K * N, C + i * M * N, M, K, N);
 }
 
@@ -149,14 +168,74 @@ void matmul_t(const Tensor& a0, const Tensor& b0, Tensor& c) {
       as_ *= ab[i];
       bs_ *= bb[i];
     }
-    gemm<T, T>(A + ao * M * K, B + bo * K * N, C + t * M * N, M, K, N);
+    if constexpr (std::is_same_v<T, float>)
+      sgemm(false, false, M, N, K, A + ao * M * K, K, B + bo * K * N, N, C + t * M * N, N);
+    else
+      gemm<T, T>(A + ao * M * K, B + bo * K * N, C + t * M * N, M, K, N);
   }
 }
 
 }  // namespace
 
+namespace {
+
+enum class Act { None, Relu, Gelu, GeluTanh, Silu };
+
+struct LinearEpi {
+  float* Y;
+  const float* bias;
+  int64_t ldy;
+  Act act;
+};
+
+RLX_SIMD void linear_epilogue(void* ctx, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  auto* e = static_cast<LinearEpi*>(ctx);
+  for (int64_t r = r0; r < r1; ++r) {
+    float* y = e->Y + r * e->ldy;
+    if (e->bias)
+      for (int64_t c = c0; c < c1; ++c) y[c] += e->bias[c];
+    switch (e->act) {
+      case Act::None: break;
+      case Act::Relu:
+        for (int64_t c = c0; c < c1; ++c) y[c] = y[c] > 0.f ? y[c] : 0.f;
+        break;
+      case Act::Gelu:
+        for (int64_t c = c0; c < c1; ++c) y[c] = vm::gelu(y[c]);
+        break;
+      case Act::GeluTanh:
+        for (int64_t c = c0; c < c1; ++c) y[c] = vm::gelu_tanh(y[c]);
+        break;
+      case Act::Silu:
+        for (int64_t c = c0; c < c1; ++c) y[c] = y[c] * vm::logistic(y[c]);
+        break;
+    }
+  }
+}
+
+// Y[rows,O] = X[rows,I] · W[O,I]ᵀ (+ b), then the activation, as one sgemm with an epilogue.
+void linear_f32(const Node& n, const std::vector<Tensor>& in, Tensor& out) {
+  const Tensor &x = in[0], &w = in[1];
+  int64_t O = w.shape()[0], I = w.shape()[1], rows = x.numel() / std::max<int64_t>(I, 1);
+  const std::string& a = attr_str(n, "activation");
+  LinearEpi e{out.data<float>(), in.size() > 2 ? in[2].data<float>() : nullptr, O, Act::None};
+  if (a == "relu") e.act = Act::Relu;
+  if (a == "gelu") e.act = Act::Gelu;
+  if (a == "gelu_tanh") e.act = Act::GeluTanh;
+  if (a == "silu") e.act = Act::Silu;
+  bool epi = e.bias || e.act != Act::None;
+  sgemm(false, true, rows, O, I, x.data<float>(), I, w.data<float>(), I, e.Y, O, false, epi ? &linear_epilogue : nullptr,
+        &e);
+}
+
+}  // namespace
+
 void linear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  if (in[0].dtype() == DType::f32) return linear_t<float>(n, in, out[0]);
+  if (in[0].dtype() == DType::f32) {
+    const std::string& a = attr_str(n, "activation");
+    if (a == "none" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "silu" || a.empty())
+      return linear_f32(n, in, out[0]);
+    return linear_t<float>(n, in, out[0]);
+  }
   if (in[0].dtype() == DType::f64) return linear_t<double>(n, in, out[0]);
   generic_kernel(n, in, out);
 }

@@ -16,6 +16,10 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Softmax: return &softmax;
     case OpKind::LayerNorm: return &layer_norm;
     case OpKind::Attention: return &attention;
+    case OpKind::Gather: return dt == DType::f32 ? &gather : nullptr;
+    case OpKind::Transpose: return &transpose;
+    case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // issue 5 (dequant_matmul.cpp)
+    case OpKind::Dequantize: return &dequantize;                                      // issue 5
     default: return nullptr;
   }
 }
@@ -61,7 +65,7 @@ Tensor gather_chunk(const Tensor& t, const std::vector<int64_t>& oshape, int64_t
 
 }  // namespace
 
-void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out) {
+void fused_kernel_reference(const Graph& body, const std::vector<Tensor>& in, Tensor& out) {
   constexpr int64_t kChunk = 4096;
   const int64_t total = out.numel();
   size_t oes = dtype_size(out.dtype());

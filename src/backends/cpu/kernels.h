@@ -16,7 +16,9 @@ KernelFn find_kernel(OpKind op, DType dt);
 // Generic kernel: the reference evaluation copied into the output buffers.
 void generic_kernel(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 // Generated (fused elementwise) kernel over `body`, chunk by chunk.
+// Typed f32 evaluator (fused.cpp); bodies it cannot type fall back to the chunked reference one.
 void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
+void fused_kernel_reference(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 
 void dot_general(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void linear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
@@ -24,5 +26,11 @@ void matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& o
 void softmax(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void layer_norm(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void gather(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void transpose(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+// issue 5 (GGUF/Qwen3): packed GGML-block weights, dequant_matmul.cpp.
+void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
 }  // namespace rlx::cpu

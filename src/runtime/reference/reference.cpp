@@ -94,6 +94,9 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     case OpKind::Attention: return eval_attention(n, in, ot);
     case OpKind::Rope: return eval_rope(n, in, ot);
     case OpKind::Expand: return eval_expand(n, in, ot);
+    // issue 5: quantized weights (quant.cpp)
+    case OpKind::Dequantize: return eval_dequantize(n, in, ot);
+    case OpKind::DequantMatMul: return eval_dequant_matmul(n, in, ot);
   }
   fail("[reference] no reference for op ", static_cast<int>(n.op));
 }

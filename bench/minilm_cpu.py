@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""MiniLM (all-MiniLM-L6-v2 shape) sentence embeddings on the CPU: RLX vs ONNX Runtime vs PyTorch.
+
+One invocation runs every system on identical, seeded token inputs and identical weights, each in
+its own child process (so peak RSS is per system), over the grid batch {1,8,32} x seq {16,128}:
+warm-up runs, then >= 30 timed runs; p50/p90, ratios RLX/ORT and RLX/PyTorch. Writes
+bench/results/minilm_cpu.json (DESIGN.md section 7 schema) and prints a table.
+
+Weights: the real all-MiniLM-L6-v2 safetensors when --model DIR is given (or found), else random
+weights of the same shapes (speed does not depend on the values). The model is written three times
+from the same arrays: an RLX graph (Python API), a plain PyTorch module, and an ONNX export of that
+module (torch.onnx) that ONNX Runtime runs with all graph optimizations on.
+
+Usage: python3 bench/minilm_cpu.py [--threads N] [--runs 30] [--warmup 3] [--quick]
+PyTorch comes from pip or, when the current Python lacks it, Debian's python3-torch under
+/usr/bin/python3 (ENVIRONMENT.md section 11).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CFG = dict(vocab=30522, hidden=384, layers=6, heads=12, inter=1536, max_pos=512, types=2, eps=1e-12)
+GRID = [(b, s) for b in (1, 8, 32) for s in (16, 128)]
+
+
+# ---- shared data -------------------------------------------------------------------------------
+
+def make_weights(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    H, I = CFG["hidden"], CFG["inter"]
+
+    def n(*shape):
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    w = {"word": n(CFG["vocab"], H), "pos": n(CFG["max_pos"], H), "type": n(CFG["types"], H),
+         "emb_g": np.ones(H, np.float32), "emb_b": np.zeros(H, np.float32)}
+    for l in range(CFG["layers"]):
+        p = f"l{l}."
+        for name, (o, i) in {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "i": (I, H), "d": (H, I)}.items():
+            w[p + name + "_w"] = n(o, i)  # [out, in] like torch.nn.Linear
+            w[p + name + "_b"] = n(o)
+        for ln in ("ln1", "ln2"):
+            w[p + ln + "_g"] = (1 + n(H)).astype(np.float32)
+            w[p + ln + "_b"] = n(H)
+    return w
+
+
+def make_inputs(batch: int, seq: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids [CLS] ... [SEP] with every fourth sequence padded to ~60% length."""
+    rng = np.random.default_rng(seed * 1000 + batch * 7 + seq)
+    ids = rng.integers(1000, 29000, size=(batch, seq), dtype=np.int64)
+    mask = np.ones((batch, seq), np.int64)
+    for b in range(batch):
+        n = seq if b % 4 else max(2, int(seq * 0.6))
+        ids[b, 0], ids[b, n - 1] = 101, 102
+        ids[b, n:] = 0
+        mask[b, n:] = 0
+    return ids, mask
+
+
+def timed(fn, warmup: int, runs: int) -> tuple[float, float, list[float]]:
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return float(np.percentile(ts, 50)), float(np.percentile(ts, 90)), ts
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# ---- RLX ---------------------------------------------------------------------------------------
+
+def rlx_graph(w: dict[str, np.ndarray]):
+    import rlx
+
+    H, NH = CFG["hidden"], CFG["heads"]
+    D = H // NH
+    g = rlx.Graph("minilm")
+    ids = g.input("input_ids", "i64", ["batch", "seq"])
+    mask = g.input("attention_mask", "i64", ["batch", "seq"])
+    c = g.constant
+    x = g.op("gather", [c(w["word"]), ids], axis=0)                           # [b,s,H]
+    pos = g.op("iota", [], shape=["seq"], dim=0, dtype="i64")
+    x = g.op("add", [x, g.op("gather", [c(w["pos"]), pos], axis=0)])        # + [s,H]
+    x = g.op("add", [x, c(w["type"][0])])                                    # token type 0
+    x = g.op("layer_norm", [x, c(w["emb_g"]), c(w["emb_b"])], eps=CFG["eps"])
+
+    def heads(t):
+        return g.op("transpose", [g.op("reshape", [t], shape=["batch", "seq", NH, D])], perm=[0, 2, 1, 3])
+
+    for l in range(CFG["layers"]):
+        p = f"l{l}."
+        lin = lambda t, n, act="none": g.op("linear", [t, c(w[p + n + "_w"]), c(w[p + n + "_b"])], activation=act)
+        q, k, v = heads(lin(x, "q")), heads(lin(x, "k")), heads(lin(x, "v"))
+        a = g.op("attention", [q, k, v, mask], mask="padding")               # [b,NH,s,D]
+        a = g.op("reshape", [g.op("transpose", [a], perm=[0, 2, 1, 3])], shape=["batch", "seq", H])
+        x = g.op("layer_norm", [g.op("add", [lin(a, "o"), x]), c(w[p + "ln1_g"]), c(w[p + "ln1_b"])], eps=CFG["eps"])
+        f = lin(lin(x, "i", "gelu"), "d")
+        x = g.op("layer_norm", [g.op("add", [f, x]), c(w[p + "ln2_g"]), c(w[p + "ln2_b"])], eps=CFG["eps"])
+    # Mean pooling over real tokens, then L2 normalization (sentence-transformers).
+    m = g.op("convert", [mask], to="f32")
+    m3 = g.op("reshape", [m], shape=["batch", "seq", 1])
+    s = g.op("reduce_sum", [g.op("mul", [x, m3])], axes=[1])                 # [b,H]
+    cnt = g.op("max", [g.op("reduce_sum", [m], axes=[1], keepdims=1), c(np.array([1e-9], np.float32))])
+    e = g.op("div", [s, cnt])
+    nrm = g.op("sqrt", [g.op("reduce_sum", [g.op("mul", [e, e])], axes=[1], keepdims=1)])
+    e = g.op("div", [e, g.op("max", [nrm, c(np.array([1e-12], np.float32))])])
+    g.output(e, "embedding")
+    return g
+
+
+def run_rlx(w, args):
+    import rlx
+
+    m = rlx.compile(rlx_graph(w), device="cpu")
+    rows, outs = [], {}
+    for b, s in GRID:
+        ids, mask = make_inputs(b, s)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        p50, p90, _ = timed(lambda: m.run(feed), args.warmup, args.runs)
+        outs[f"{b}x{s}"] = m.run(feed)["embedding"]
+        rows.append(dict(batch=b, seq=s, p50_ms=p50, p90_ms=p90))
+        print(f"  rlx b{b} s{s}: p50 {p50:.2f} ms", file=sys.stderr, flush=True)
+    prof = ""
+    if os.environ.get("RLX_PROFILE") == "1":
+        prof = m.profile()
+    return rows, outs, prof
+
+
+# ---- PyTorch (also exports the ONNX model) -------------------------------------------------------
+
+def torch_module(w):
+    import torch
+    import torch.nn.functional as F
+
+    H, NH = CFG["hidden"], CFG["heads"]
+    D = H // NH
+    T = {k: torch.from_numpy(v.copy()) for k, v in w.items()}
+
+    class MiniLM(torch.nn.Module):
+        def forward(self, ids, mask):
+            b, s = ids.shape
+            pos = torch.arange(s, dtype=torch.long)
+            x = T["word"][ids] + T["pos"][pos] + T["type"][0]
+            x = F.layer_norm(x, (H,), T["emb_g"], T["emb_b"], CFG["eps"])
+            add = (1.0 - mask.to(torch.float32))[:, None, None, :] * -10000.0
+            for l in range(CFG["layers"]):
+                p = f"l{l}."
+                lin = lambda t, n: F.linear(t, T[p + n + "_w"], T[p + n + "_b"])
+                sh = lambda t: t.view(b, s, NH, D).transpose(1, 2)
+                q, k, v = sh(lin(x, "q")), sh(lin(x, "k")), sh(lin(x, "v"))
+                att = torch.softmax(q @ k.transpose(-1, -2) * (1.0 / D ** 0.5) + add, dim=-1) @ v
+                att = att.transpose(1, 2).reshape(b, s, H)
+                x = F.layer_norm(lin(att, "o") + x, (H,), T[p + "ln1_g"], T[p + "ln1_b"], CFG["eps"])
+                f = lin(F.gelu(lin(x, "i")), "d")
+                x = F.layer_norm(f + x, (H,), T[p + "ln2_g"], T[p + "ln2_b"], CFG["eps"])
+            m = mask.to(torch.float32).unsqueeze(-1)
+            e = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return F.normalize(e, p=2.0, dim=1)
+
+    return MiniLM().eval()
+
+
+def run_torch(w, args):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    mod = torch_module(w)
+    rows, outs = [], {}
+    with torch.inference_mode():
+        for b, s in ([] if args.export_only else GRID):
+            ids, mask = make_inputs(b, s)
+            ti, tm = torch.from_numpy(ids), torch.from_numpy(mask)
+            p50, p90, _ = timed(lambda: mod(ti, tm), args.warmup, args.runs)
+            outs[f"{b}x{s}"] = mod(ti, tm).numpy()
+            rows.append(dict(batch=b, seq=s, p50_ms=p50, p90_ms=p90))
+            print(f"  pytorch b{b} s{s}: p50 {p50:.2f} ms", file=sys.stderr, flush=True)
+            with open(args.out + ".partial", "w") as f:  # survives an interrupted run
+                json.dump({"rows": rows, "peak_rss_mb": peak_rss_mb(), "note": "torch " + torch.__version__}, f)
+    if args.onnx_out:
+        ids, mask = make_inputs(2, 16)
+        kw = dict(input_names=["input_ids", "attention_mask"], output_names=["embedding"],
+                  dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                  opset_version=14, do_constant_folding=True)
+        inputs = (torch.from_numpy(ids), torch.from_numpy(mask))
+        try:  # torch >= 2.5: the TorchScript exporter (the dynamo one needs onnxscript)
+            torch.onnx.export(mod, inputs, args.onnx_out, dynamo=False, **kw)
+        except TypeError:
+            torch.onnx.export(mod, inputs, args.onnx_out, **kw)
+    return rows, outs, "torch " + torch.__version__
+
+
+def run_ort(w, args):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(args.onnx_in, so, providers=["CPUExecutionProvider"])
+    rows, outs = [], {}
+    for b, s in GRID:
+        ids, mask = make_inputs(b, s)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        p50, p90, _ = timed(lambda: sess.run(None, feed), args.warmup, args.runs)
+        outs[f"{b}x{s}"] = sess.run(None, feed)[0]
+        rows.append(dict(batch=b, seq=s, p50_ms=p50, p90_ms=p90))
+        print(f"  onnxruntime b{b} s{s}: p50 {p50:.2f} ms", file=sys.stderr, flush=True)
+    return rows, outs, "onnxruntime " + ort.__version__
+
+
+# ---- driver ------------------------------------------------------------------------------------
+
+def child(args):
+    w = dict(np.load(args.weights))
+    fn = {"rlx": run_rlx, "pytorch": run_torch, "onnxruntime": run_ort, "export": run_torch}[args.system]
+    args.export_only = args.system == "export"
+    rows, outs, note = fn(w, args)
+    np.savez(args.out + ".npz", **outs)
+    with open(args.out, "w") as f:
+        json.dump({"rows": rows, "peak_rss_mb": peak_rss_mb(), "note": note}, f)
+
+
+def python_with_torch() -> str:
+    try:
+        import torch  # noqa: F401
+        return sys.executable
+    except ImportError:
+        return "/usr/bin/python3"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="3 runs, 1 warm-up (smoke test, not a result)")
+    ap.add_argument("--systems", default="rlx,onnxruntime,pytorch")
+    ap.add_argument("--grid", default="", help="e.g. 1x16,32x128 (default: the full grid)")
+    ap.add_argument("--output", default=os.path.join(HERE, "results", "minilm_cpu.json"))
+    # child mode
+    ap.add_argument("--system")
+    ap.add_argument("--weights")
+    ap.add_argument("--out")
+    ap.add_argument("--onnx-out")
+    ap.add_argument("--onnx-in")
+    ap.add_argument("--export-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--assemble", help="report from a previous run's temp dir (complete or partial results)")
+    args = ap.parse_args()
+    if args.quick:
+        args.runs, args.warmup = 3, 1
+    if args.grid:
+        GRID[:] = [tuple(int(v) for v in p.split("x")) for p in args.grid.split(",")]
+    if args.system:
+        return child(args)
+
+    systems = args.systems.split(",")
+    tmp = args.assemble or tempfile.mkdtemp(prefix="rlx_bench_")
+    wpath, onnx = os.path.join(tmp, "w.npz"), os.path.join(tmp, "minilm.onnx")
+    if not args.assemble:
+        np.savez(wpath, **make_weights())
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), RLX_NUM_THREADS=str(args.threads),
+               OPENBLAS_NUM_THREADS="1")
+    results, outs = {}, {}
+    order = [s for s in ("rlx", "onnxruntime", "pytorch") if s in systems]
+    steps = (["export"] if "onnxruntime" in order else []) + order  # the PyTorch child exports the ONNX model
+    if args.assemble:  # re-report an interrupted run from its children's (partial) results
+        tmp, steps = args.assemble, []
+        for sysname in order:
+            out = os.path.join(tmp, sysname + ".json")
+            path = out if os.path.exists(out) else out + ".partial"
+            if not os.path.exists(path):
+                systems.remove(sysname)
+                continue
+            with open(path) as f:
+                results[sysname] = json.load(f)
+            if os.path.exists(out + ".npz"):
+                outs[sysname] = dict(np.load(out + ".npz"))
+        order = [s for s in order if s in systems]
+        done = {(r["batch"], r["seq"]) for r in results[order[0]]["rows"]} if order else set()
+        GRID[:] = sorted(done)
+    for sysname in steps:
+        out = os.path.join(tmp, sysname + ".json")
+        py = python_with_torch() if sysname in ("pytorch", "export") else sys.executable
+        cmd = [py, os.path.abspath(__file__), "--system", sysname, "--weights", wpath, "--out", out,
+               "--threads", str(args.threads), "--runs", str(args.runs), "--warmup", str(args.warmup)]
+        if args.grid:
+            cmd += ["--grid", args.grid]
+        if sysname == "export":
+            cmd += ["--onnx-out", onnx]
+        if sysname == "onnxruntime":
+            cmd += ["--onnx-in", onnx]
+        print(f"[bench] {sysname}: {' '.join(cmd[:2])} ...", file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, env=env)
+        if sysname == "export":
+            continue
+        with open(out) as f:
+            results[sysname] = json.load(f)
+        outs[sysname] = dict(np.load(out + ".npz"))
+        print(json.dumps(results[sysname]["rows"]), file=sys.stderr, flush=True)  # partial results
+
+    # Agreement check: embeddings of every system against PyTorch (cosine per sentence).
+    agree = {}
+    if "pytorch" in outs and len(outs) > 1:
+        for sysname in outs:
+            if sysname == "pytorch":
+                continue
+            worst = 1.0
+            for k, ref in outs["pytorch"].items():
+                got = outs[sysname][k]
+                cos = (got * ref).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
+                worst = min(worst, float(cos.min()))
+            agree[sysname] = worst
+
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {args.threads} threads"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+        machine = f"{name}, {os.cpu_count()} cores, {args.threads} threads"
+    except (OSError, StopIteration):
+        pass
+    doc = {"benchmark": "minilm_cpu", "machine": machine, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+           "rows": []}
+    for sysname in order:
+        if sysname not in systems:
+            continue
+        r = results[sysname]
+        for row in r["rows"]:
+            tput = row["batch"] / (row["p50_ms"] / 1e3)
+            doc["rows"].append({"system": sysname, "variant": r.get("note") if sysname != "rlx" else "cpu fp32",
+                                "device": "cpu", "workload": "all-MiniLM-L6-v2 embeddings (random weights)",
+                                "dtype": "f32", "batch": row["batch"], "seq": row["seq"], "p50_ms": round(row["p50_ms"], 3),
+                                "p90_ms": round(row["p90_ms"], 3), "throughput": round(tput, 2), "unit": "sentences/s",
+                                "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+    doc["agreement_min_cosine_vs_pytorch"] = agree
+    doc["runs"], doc["warmup"] = args.runs, args.warmup
+    with open("/proc/loadavg") as f:
+        doc["loadavg_at_end"] = f.read().split()[:3]  # a shared machine makes numbers noisy
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output, "w") as f:
+        json.dump(doc, f, indent=1)
+
+    # Table.
+    by = {(r["system"], r["batch"], r["seq"]): r for r in doc["rows"]}
+    hdr = f"{'batch':>5} {'seq':>4} | " + " | ".join(f"{s:>11} p50/p90 ms" for s in order if s in systems)
+    hdr += " | rlx/ort | rlx/torch"
+    print(hdr)
+    print("-" * len(hdr))
+    for b, s in GRID:
+        cells = []
+        for sysname in order:
+            if sysname in systems:
+                r = by.get((sysname, b, s))
+                cells.append(f"{r['p50_ms']:>10.2f}/{r['p90_ms']:<10.2f}" if r else f"{'(not run)':^21}")
+        line = f"{b:>5} {s:>4} | " + " | ".join(cells)
+        if "rlx" in systems:
+            rr = by[("rlx", b, s)]["p50_ms"]
+            o = by.get(("onnxruntime", b, s))
+            t = by.get(("pytorch", b, s))
+            line += f" | {rr / o['p50_ms']:7.2f}" if o else " |     -  "
+            line += f" | {rr / t['p50_ms']:9.2f}" if t else " |      -"
+        print(line)
+    print("peak RSS MB: " + ", ".join(f"{s} {results[s]['peak_rss_mb']:.0f}" for s in order if s in systems))
+    if agree:
+        print("min cosine vs pytorch: " + ", ".join(f"{k} {v:.6f}" for k, v in agree.items()))
+    if "rlx" in results and results["rlx"].get("note"):
+        print(results["rlx"]["note"])
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""MNIST MLP training throughput: RLX (one compiled training-step graph) vs peers, side by side.
+
+Identical data (the MNIST 8k training split in ../shared/data/mnist, unshuffled, float32 in [0,1]),
+same MLP (PyTorch-style uniform init), same batch, plain SGD lr 0.1, softmax cross-entropy. Each
+system runs warm-up steps, then N timed steps; a step includes reading the loss back as a float.
+Peers: PyTorch CPU eager (+ torch.compile when it works), NumPy + BLAS with hand-written backprop,
+JAX CPU jit. Peers that are not installed are reported as skipped. Writes
+bench/results/mnist_train_cpu.json in the DESIGN.md section 7 schema.
+
+  python3 bench/mnist_train.py [--rlx build/bin/rlx] [--steps 50] [--quick] [--no-torch-compile]
+"""
+import argparse, datetime, gzip, json, os, platform, resource, subprocess, sys, time
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "..", "shared", "data", "mnist")
+
+
+def load_train():
+    with gzip.open(os.path.join(DATA, "t10k-images-idx3-ubyte.gz")) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)[:8000].astype(np.float32) / 255.0
+    with gzip.open(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz")) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)[:8000].astype(np.int64)
+    return x, y
+
+
+def init(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    ps = []
+    for i in range(len(sizes) - 1):
+        b = 1.0 / np.sqrt(sizes[i])
+        ps.append(rng.uniform(-b, b, (sizes[i], sizes[i + 1])).astype(np.float32))
+        ps.append(rng.uniform(-b, b, (sizes[i + 1],)).astype(np.float32))
+    return ps
+
+
+def timed(step, batches, steps, warm=5):
+    ms = []
+    for s in range(warm + steps):
+        x, y = batches[s % len(batches)]
+        t0 = time.perf_counter()
+        step(x, y)
+        if s >= warm:
+            ms.append((time.perf_counter() - t0) * 1e3)
+    ms.sort()
+    return ms[len(ms) // 2], ms[min(len(ms) - 1, len(ms) * 9 // 10)]
+
+
+def numpy_step_fn(sizes, lr=0.1):
+    ps = init(sizes)
+
+    def step(x, y):
+        hs = [x]
+        h = x
+        n = len(ps) // 2
+        for i in range(n):
+            h = h @ ps[2 * i] + ps[2 * i + 1]
+            if i + 1 < n:
+                h = np.maximum(h, 0)
+            hs.append(h)
+        z = h - h.max(1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(1, keepdims=True)
+        B = x.shape[0]
+        loss = float(-np.log(p[np.arange(B), y] + 1e-30).mean())
+        g = p
+        g[np.arange(B), y] -= 1
+        g /= B
+        for i in reversed(range(n)):
+            a = hs[i]
+            gw, gb = a.T @ g, g.sum(0)
+            if i > 0:
+                g = (g @ ps[2 * i].T) * (hs[i] > 0)
+            ps[2 * i] -= lr * gw
+            ps[2 * i + 1] -= lr * gb
+        return loss
+
+    return step
+
+
+def torch_step_fn(sizes, compiled, lr=0.1):
+    import torch
+    torch.manual_seed(0)
+    ps = [torch.from_numpy(p.copy()).requires_grad_() for p in init(sizes)]
+    opt = torch.optim.SGD(ps, lr=lr)
+
+    def fwd(x, y):
+        h = x
+        n = len(ps) // 2
+        for i in range(n):
+            h = h @ ps[2 * i] + ps[2 * i + 1]
+            if i + 1 < n:
+                h = torch.relu(h)
+        return torch.nn.functional.cross_entropy(h, y)
+
+    f = torch.compile(fwd) if compiled else fwd
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = f(x, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step, (lambda a: torch.from_numpy(a))
+
+
+def jax_step_fn(sizes, lr=0.1):
+    import jax, jax.numpy as jnp
+    ps = [jnp.asarray(p) for p in init(sizes)]
+
+    def loss_fn(ps, x, y):
+        h = x
+        n = len(ps) // 2
+        for i in range(n):
+            h = h @ ps[2 * i] + ps[2 * i + 1]
+            if i + 1 < n:
+                h = jax.nn.relu(h)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1))
+
+    @jax.jit
+    def upd(ps, x, y):
+        l, g = jax.value_and_grad(loss_fn)(ps, x, y)
+        return [p - lr * gp for p, gp in zip(ps, g)], l
+
+    state = {"ps": ps}
+
+    def step(x, y):
+        state["ps"], l = upd(state["ps"], x, y)
+        return float(l)
+
+    return step, jnp.asarray
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rlx", default=os.path.join(ROOT, "build", "bin", "rlx"))
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--quick", action="store_true", help="only 784-128-10 at batch 128")
+    ap.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (slow to compile)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "mnist_train_cpu.json"))
+    a = ap.parse_args()
+    x, y = load_train()
+    models = {"784-128-10": [784, 128, 10], "784-512-512-10": [784, 512, 512, 10]}
+    batches_ = [128, 1024]
+    if a.quick:
+        models, batches_ = {"784-128-10": [784, 128, 10]}, [128]
+    rows = []
+
+    def row(system, variant, wl, B, p50, p90):
+        rows.append({"system": system, "variant": variant, "device": "cpu", "workload": f"mnist_train_mlp_{wl}",
+                     "dtype": "f32", "batch": B, "seq": None, "p50_ms": round(p50, 4), "p90_ms": round(p90, 4),
+                     "throughput": round(B * 1000.0 / p50, 1), "unit": "images/s",
+                     "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+        print(f"  {system:8s} {variant:14s} {wl:16s} batch {B:5d}  p50 {p50:8.3f} ms  {B * 1000.0 / p50:10.0f} img/s",
+              flush=True)
+
+    for wl, sizes in models.items():
+        for B in batches_:
+            nb = 8000 // B
+            npb = [(x[i * B:(i + 1) * B], y[i * B:(i + 1) * B]) for i in range(nb)]
+            hidden = ",".join(str(s) for s in sizes[1:-1])
+            cmd = [a.rlx, "train-mnist", "--data", "mnist", "--data-dir", DATA, "--batch", str(B), "--hidden", hidden,
+                   "--lr", "0.1", "--bench-steps", str(a.steps), "--quiet"]
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                row("rlx", "graph-fused", wl, B, r["p50_ms"], r["p90_ms"])
+            except Exception as e:  # noqa: BLE001
+                print(f"  rlx: failed: {e}", file=sys.stderr)
+            p50, p90 = timed(numpy_step_fn(sizes), npb, a.steps)
+            row("numpy", "hand-backprop", wl, B, p50, p90)
+            for compiled in (False,) if a.no_torch_compile else (False, True):
+                try:
+                    step, conv = torch_step_fn(sizes, compiled)
+                    tb = [(conv(bx), conv(by)) for bx, by in npb]
+                    p50, p90 = timed(step, tb, a.steps)
+                    row("pytorch", "compile" if compiled else "eager", wl, B, p50, p90)
+                except Exception as e:  # noqa: BLE001
+                    print(f"  pytorch {'compile' if compiled else 'eager'}: skipped ({type(e).__name__}: {e})"[:200])
+            try:
+                step, conv = jax_step_fn(sizes)
+                jb = [(conv(bx), conv(by)) for bx, by in npb]
+                p50, p90 = timed(step, jb, a.steps)
+                row("jax", "jit", wl, B, p50, p90)
+            except Exception as e:  # noqa: BLE001
+                print(f"  jax: skipped ({type(e).__name__}: {e})"[:200])
+    by = {(r["system"], r["variant"], r["workload"], r["batch"]): r for r in rows}
+    print("ratios (rlx images/s over peer):")
+    for (s, v, wl, B), r in sorted(by.items()):
+        if s == "rlx":
+            continue
+        mine = by.get(("rlx", "graph-fused", wl, B))
+        if mine:
+            print(f"  vs {s:8s} {v:14s} {wl:16s} batch {B:5d}: {mine['throughput'] / r['throughput']:.2f}x")
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"benchmark": "mnist_train", "machine": f"{platform.node()} ({os.cpu_count()} cpus)",
+                   "date": datetime.datetime.now().isoformat(timespec="seconds"), "rows": rows}, f, indent=1)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()

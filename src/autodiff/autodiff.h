@@ -1,0 +1,44 @@
+// Program transforms on MIR: reverse mode (vjp/grad/value_and_grad), forward mode (jvp) and
+// vmap over a leading axis. Each takes a graph and returns a new one; HIR ops are decomposed to
+// MIR first, and shapes must be static. One VJP rule per differentiable primitive lives in
+// vjp_rules.cpp (a table keyed by OpKind).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rlx/builder.h"
+#include "rlx/graph.h"
+
+namespace rlx::ad {
+
+// vjp: inputs = f.inputs, then one cotangent per f output (same type, named "ct_<i>");
+// outputs = f.outputs, then d/dx of sum_i <ct_i, y_i> for each input listed in `wrt`
+// (default: every float input). Inputs that do not reach an output get zero gradients.
+Graph vjp(const Graph& f, std::vector<int> wrt = {});
+// value_and_grad: f's output 0 must be a float scalar; outputs = f.outputs, then gradients of
+// output 0 for each `wrt` input (other outputs are carried along, not differentiated).
+Graph value_and_grad(const Graph& f, std::vector<int> wrt = {});
+// grad: like value_and_grad but outputs only the gradients.
+Graph grad(const Graph& f, std::vector<int> wrt = {});
+// jvp: inputs = f.inputs, then one tangent per float input ("t_<name>"); outputs = f.outputs,
+// then the tangent of each float output. Built as the transpose of the (linear) VJP.
+Graph jvp(const Graph& f);
+// vmap: every input listed in `batched` (default: all) gains a leading axis of `size`; every
+// output gains it. Uses batching rules where they exist and unrolls the rest per node.
+Graph vmap(const Graph& f, int64_t size, std::vector<int> batched = {});
+
+// Emits a copy of `src` into `b`'s graph with src inputs bound to `inputs`; returns its outputs.
+std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vector<ValueId>& inputs);
+
+// Coverage: true when `op` has a VJP rule (or is a non-differentiable primitive with a zero rule).
+bool has_vjp(OpKind op);
+bool is_nondifferentiable(OpKind op);
+
+// Internal: one VJP rule. `x` are the node's inputs, `y` its outputs and `g` the output
+// cotangents (-1 where none), all in the builder's graph. Returns one cotangent per input (-1 =
+// none/zero); each has exactly its input's type.
+using VjpRule = std::vector<ValueId> (*)(Builder& b, const Node& n, const std::vector<ValueId>& x,
+                                         const std::vector<ValueId>& y, const std::vector<ValueId>& g);
+VjpRule vjp_rule(OpKind op);
+
+}  // namespace rlx::ad

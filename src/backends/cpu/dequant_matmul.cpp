@@ -1,0 +1,58 @@
+// Packed dequant-matmul on cpu: weights stay in their GGML blocks; each worker expands one weight
+// row at a time into a small f32 buffer (L1-resident) and dots it with every row of x. Covers every
+// block type of src/quant (Q8_0, Q4_0, Q4_K, Q6_K are the ones Qwen3 GGUF files use).
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "quant/blocks.h"
+
+namespace rlx::cpu {
+
+void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor &x = in[0], &w = in[1];
+  Tensor& y = out[0];
+  RLX_CHECK(x.dtype() == DType::f32 && y.dtype() == DType::f32, "[cpu] dequant_matmul: f32 only");
+  const quant::TypeTraits* tr = quant::type_traits_by_name(attr_str(n, "type"));
+  RLX_CHECK(tr && tr->quantized, "[cpu] dequant_matmul: unknown quant type '", attr_str(n, "type"), "'");
+  int64_t k = attr_int(n, "k"), N = w.shape()[0], rb = w.shape()[1], M = x.numel() / k;
+  const float* xp = x.data<float>();
+  const uint8_t* wp = w.data<uint8_t>();
+  float* yp = y.data<float>();
+  int64_t grain = std::max<int64_t>(1, 65536 / (k * std::max<int64_t>(M, 1) + 1));
+  parallel_for(N, grain, [&](int64_t j0, int64_t j1) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t j = j0; j < j1; ++j) {
+      quant::dequantize_row(tr->type, wp + j * rb, row.data(), k);
+      const float* r = row.data();
+      for (int64_t m = 0; m < M; ++m) {
+        const float* xr = xp + m * k;
+        float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int64_t e = 0;
+        for (; e + 4 <= k; e += 4) {
+          a0 += xr[e] * r[e];
+          a1 += xr[e + 1] * r[e + 1];
+          a2 += xr[e + 2] * r[e + 2];
+          a3 += xr[e + 3] * r[e + 3];
+        }
+        for (; e < k; ++e) a0 += xr[e] * r[e];
+        yp[m * N + j] = (a0 + a1) + (a2 + a3);
+      }
+    }
+  });
+}
+
+// The MIR primitive: blocks -> f32, rows in parallel.
+void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const quant::TypeTraits* tr = quant::type_traits_by_name(attr_str(n, "type"));
+  RLX_CHECK(tr && tr->quantized, "[cpu] dequantize: unknown quant type '", attr_str(n, "type"), "'");
+  int64_t k = attr_int(n, "k"), N = in[0].shape()[0], rb = in[0].shape()[1];
+  const uint8_t* wp = in[0].data<uint8_t>();
+  float* yp = out[0].data<float>();
+  parallel_for(N, 16, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) quant::dequantize_row(tr->type, wp + j * rb, yp + j * k, k);
+  });
+}
+
+}  // namespace rlx::cpu

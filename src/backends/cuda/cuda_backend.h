@@ -1,0 +1,32 @@
+// The cuda executable's extra surface, for benchmarks and tests that hold one through
+// make_executable("cuda", ...): device-resident timing and a description of what was built.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace rlx::cuda {
+
+class CudaExecutableApi : public Executable {
+ public:
+  // Uploads `inputs` once, then times `iters` runs of the kernel schedule alone (inputs and outputs
+  // stay on the device; CUDA graph replay unless RLX_CUDA_GRAPHS=0), each run synchronized.
+  // Returns milliseconds per run.
+  virtual std::vector<double> time_device(const std::vector<Tensor>& inputs, int warmup, int iters) = 0;
+  // "N kernels (G cuBLASLt GEMMs, F NVRTC modules, C from the disk cache), graph on, arena X MiB".
+  virtual std::string summary() const = 0;
+};
+
+// Compiles CUDA C with NVRTC for the current device (cached in memory and on disk by hash) and
+// returns a loadable cubin; exposed for tests.
+std::string nvrtc_compile(const std::string& source, bool* from_disk_cache = nullptr);
+
+struct Api;
+// The same for a given NVRTC table and architecture ("sm_90"): usable without a GPU (nvrtc_only()).
+std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string& source,
+                              bool* from_disk_cache = nullptr);
+
+void register_cuda_backend();
+
+}  // namespace rlx::cuda

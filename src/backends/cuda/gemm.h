@@ -1,0 +1,47 @@
+// cuBLASLt GEMM plans: row-major (batched) C = A·B (+bias, +relu/gelu_tanh epilogue) mapped onto
+// cuBLASLt's column-major API as Cᵀ = Bᵀ·Aᵀ. Planned once per kernel at compile time.
+#pragma once
+#include <string>
+
+#include "backends/cuda/cuda_api.h"
+#include "rlx/dtype.h"
+#include "rlx/lir.h"
+
+namespace rlx::cuda {
+
+struct GemmShape {
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  bool a_trans = false, b_trans = false;  // A stored [K,M] / B stored [N,K] (row-major)
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches (0 = broadcast)
+  DType dtype = DType::f32;
+  bool bias = false;
+  std::string epilogue = "none";  // none | relu | gelu_tanh (done by cuBLASLt)
+};
+
+// Maps a Linear/MatMul/DotGeneral kernel on float buffers to a GEMM; false when the layout is not
+// a (batched) GEMM cuBLASLt can take directly. `post_act` receives an activation cuBLASLt cannot
+// fuse exactly (erf gelu, silu), applied afterwards by a generated kernel.
+bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out, GemmShape* g,
+               std::string* post_act);
+
+class GemmPlan {
+ public:
+  GemmPlan(const GemmShape& s, size_t workspace_bytes);
+  ~GemmPlan();
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  void run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c, CUdeviceptr workspace, CUstream s);
+  const GemmShape& shape() const { return s_; }
+
+ private:
+  GemmShape s_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  size_t ws_ = 0;
+  bool bias_set_ = false;
+};
+
+cublasLtHandle_t blas_handle();
+
+}  // namespace rlx::cuda

@@ -1,0 +1,155 @@
+// The portable GPU executable, shared by vulkan, opengl and gpu (OpenCL): at compile time every
+// LIR buffer gets a device buffer (views alias their base), constants are uploaded, each kernel
+// is rendered by the API's renderer and built, and the whole schedule is recorded once. A run
+// uploads the inputs, submits the recording, and downloads the outputs.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "backends/gpu/api.h"
+#include "runtime/backend.h"
+
+namespace rlx::gpu {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+namespace {
+
+// Device copies round up to whole 8-byte words: GLSL addresses narrow dtypes through uint words.
+size_t padded(int64_t bytes) { return static_cast<size_t>((std::max<int64_t>(bytes, 1) + 7) / 8 * 8); }
+
+class GpuExecutable : public Executable {
+ public:
+  GpuExecutable(Api& api, const LirProgram& p) : api_(api), p_(p) {
+    auto t0 = std::chrono::steady_clock::now();
+    const auto& r = api_.renderer();
+    dev_.assign(p_.buffers.size(), -1);
+    for (size_t b = 0; b < p_.buffers.size(); ++b) {
+      const LirBuffer& lb = p_.buffers[b];
+      if (lb.kind == BufferKind::View) continue;
+      dev_[b] = api_.buffer(padded(lb.bytes()) + (guard_ ? kGuard : 0));
+      owned_.push_back(dev_[b]);
+      if (guard_) {  // RLX_GPU_GUARD=1: a canary after every buffer catches out-of-bounds writes
+        std::vector<unsigned char> g(padded(lb.bytes()) + kGuard, 0xAB);
+        api_.upload(dev_[b], g.data(), g.size());
+        owned_bytes_.push_back(padded(lb.bytes()));
+      }
+      if (lb.kind == BufferKind::Const && lb.value.nbytes()) api_.upload(dev_[b], lb.value.raw(), lb.value.nbytes());
+    }
+    for (size_t b = 0; b < p_.buffers.size(); ++b)  // views after their bases (bases precede them)
+      if (p_.buffers[b].kind == BufferKind::View) dev_[b] = dev_[p_.buffers[b].view_of];
+    std::vector<Api::Launch> launches;
+    for (size_t i = 0; i < p_.kernels.size(); ++i) {
+      const LirKernel& k = p_.kernels[i];
+      std::vector<ValueType> in, out;
+      std::vector<int> bufs;
+      for (int b : k.in) in.push_back(p_.buffers[b].type), bufs.push_back(dev_[b]);
+      for (int b : k.out) out.push_back(p_.buffers[b].type), bufs.push_back(dev_[b]);
+      if (numel(out[0].shape) == 0) continue;
+      codegen::RenderedKernel rk = r.render(k, in, out, "k" + std::to_string(i));
+      if (std::getenv("RLX_DUMP_KERNELS")) std::fprintf(stderr, "// %s: %s\n%s\n", api_.name().c_str(), k.label().c_str(), rk.source.c_str());
+      launches.push_back({api_.program(rk), rk.groups, rk.local, bufs});
+      labels_.push_back(k.label());
+    }
+    rec_ = api_.record(launches);
+    compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  ~GpuExecutable() override {
+    api_.free_recording(rec_);
+    for (int b : owned_) api_.free_buffer(b);
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    RLX_CHECK(inputs.size() == p_.inputs.size(), "[", api_.name(), "] expected ", p_.inputs.size(), " inputs, got ",
+              inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const LirBuffer& lb = p_.buffers[p_.inputs[i]];
+      RLX_CHECK(inputs[i].dtype() == lb.type.dtype && inputs[i].numel() == numel(lb.type.shape), "[", api_.name(),
+                "] input ", i, " ('", lb.name, "') must be ", dtype_name(lb.type.dtype), shape_str(lb.type.shape));
+      if (inputs[i].nbytes()) api_.upload(dev_[p_.inputs[i]], inputs[i].raw(), inputs[i].nbytes());
+    }
+    api_.submit(rec_);
+    for (size_t i = 0; guard_ && i < owned_bytes_.size(); ++i) {
+      std::vector<unsigned char> g(owned_bytes_[i] + kGuard);
+      api_.download(owned_[i], g.data(), g.size());
+      for (size_t j = owned_bytes_[i]; j < g.size(); ++j)
+        RLX_CHECK(g[j] == 0xAB, "[", api_.name(), "] out-of-bounds write past device buffer ", i, " (kernels: ",
+                  [&] { std::string s; for (auto& l : labels_) s += l + " "; return s; }(), ")");
+    }
+    std::vector<Tensor> outs;
+    for (int b : p_.outputs) {
+      const LirBuffer& lb = p_.buffers[b];
+      Tensor t(lb.type.dtype, static_dims(lb.type.shape));
+      if (t.nbytes()) api_.download(dev_[b], t.raw(), t.nbytes());
+      outs.push_back(t);
+    }
+    return outs;
+  }
+
+  std::string profile() const override {
+    std::ostringstream os;
+    os << api_.name() << " (" << api_.device() << "): " << labels_.size() << " kernels, built in " << compile_ms_ << " ms\n";
+    return os.str();
+  }
+
+ private:
+  Api& api_;
+  LirProgram p_;
+  std::vector<int> dev_, owned_;
+  std::vector<std::string> labels_;
+  int rec_ = -1;
+  double compile_ms_ = 0;
+  static constexpr size_t kGuard = 64;
+  bool guard_ = std::getenv("RLX_GPU_GUARD") != nullptr;
+  std::vector<size_t> owned_bytes_;
+};
+
+}  // namespace
+
+Api* api_for(const std::string& device, std::string* why) {
+  static std::mutex mu;
+  static std::map<std::string, std::pair<std::unique_ptr<Api>, std::string>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(device);
+  if (it == cache.end()) {
+    std::string w;
+    std::unique_ptr<Api> a;
+    try {
+      if (device == "vulkan") a = make_vulkan_api(&w);
+      else if (device == "opengl") a = make_opengl_api(&w);
+      else if (device == "gpu") a = make_opencl_api(&w);
+      else w = "not a portable GPU device";
+    } catch (const std::exception& e) {
+      a.reset();
+      w = e.what();
+    }
+    it = cache.emplace(device, std::make_pair(std::move(a), w)).first;
+  }
+  if (why) *why = it->second.second;
+  return it->second.first.get();
+}
+
+}  // namespace rlx::gpu
+
+namespace rlx {
+
+void register_portable_gpu_backends() {
+  for (const char* d : {"vulkan", "opengl", "gpu"}) {
+    std::string dev = d;
+    register_backend(dev, [dev](const LirProgram& p) -> std::unique_ptr<Executable> {
+      std::string why;
+      gpu::Api* api = gpu::api_for(dev, &why);
+      if (!api) fail("[", dev, "] cannot execute here: ", why);
+      return std::make_unique<gpu::GpuExecutable>(*api, p);
+    });
+  }
+}
+
+}  // namespace rlx

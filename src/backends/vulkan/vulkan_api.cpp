@@ -1,0 +1,361 @@
+// `vulkan`: GLSL compute -> SPIR-V (glslc, cached on disk by source hash) -> compute pipelines.
+// libvulkan.so.1 is dlopen'ed; every entry point comes from vkGet{Instance,Device}ProcAddr.
+// Buffers are host-visible coherent and stay mapped; a schedule is one command buffer with a
+// compute->compute barrier between dispatches, recorded once and resubmitted on every run.
+// Why glslc and not libshaderc: Debian's libshaderc.so is built against another glslang than
+// glslang-dev ships (link errors, then segfaults), and the static libshaderc_combined line costs
+// ~9 MB and a long link in every binary; glslc is the same compiler behind a stable interface.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vulkan/vulkan.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "backends/gpu/api.h"
+
+namespace rlx::gpu {
+
+std::string cache_dir(const std::string& sub) {
+  const char* x = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string base = x && *x ? x : std::string(home && *home ? home : "/tmp") + "/.cache";
+  std::string d = base + "/rlx";
+  mkdir(base.c_str(), 0755);
+  mkdir(d.c_str(), 0755);
+  d += "/" + sub;
+  mkdir(d.c_str(), 0755);
+  return d;
+}
+
+namespace {
+
+#define RLX_VK_DEV(X)                                                                                                 \
+  X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory)       \
+  X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkCreateShaderModule) X(vkDestroyShaderModule)               \
+  X(vkCreateDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkCreateComputePipelines) X(vkCreateDescriptorPool)      \
+  X(vkDestroyDescriptorPool) X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCreateCommandPool)             \
+  X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                   \
+  X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkQueueSubmit)           \
+  X(vkCreateFence) X(vkWaitForFences) X(vkResetFences)
+
+void vk_check(VkResult r, const char* what) {
+  if (r != VK_SUCCESS) fail("[vulkan] ", what, " failed (VkResult ", static_cast<int>(r), ")");
+}
+
+struct Pipeline {
+  VkDescriptorSetLayout dsl;
+  VkPipelineLayout layout;
+  VkPipeline pipe;
+  int nbind;
+};
+struct Buf {
+  VkBuffer buf;
+  VkDeviceMemory mem;
+  void* map;
+  size_t size;
+};
+struct Rec {
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+};
+
+class VulkanApi : public Api {
+ public:
+#define RLX_VKF(n) PFN_##n n = nullptr;
+  RLX_VK_DEV(RLX_VKF)
+#undef RLX_VKF
+  VkInstance inst = VK_NULL_HANDLE;
+  VkPhysicalDevice phys = VK_NULL_HANDLE;
+  VkDevice dev = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool cmd_pool = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  uint32_t mem_type = 0;
+  std::string desc, glslc;
+  std::unique_ptr<codegen::CLikeRenderer> r = codegen::make_glsl_renderer();
+  std::map<int, Buf> bufs;
+  std::map<uint64_t, int> prog_cache;
+  std::vector<Pipeline> pipes;
+  std::map<int, Rec> recs;
+  int next_buf = 0, next_rec = 0;
+
+  std::string name() const override { return "vulkan"; }
+  std::string device() const override { return desc; }
+  const codegen::CLikeRenderer& renderer() const override { return *r; }
+
+  int buffer(size_t bytes) override {
+    Buf b{};
+    b.size = bytes;
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = bytes;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    vk_check(vkCreateBuffer(dev, &bi, nullptr, &b.buf), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, b.buf, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = mem_type;
+    vk_check(vkAllocateMemory(dev, &ai, nullptr, &b.mem), "vkAllocateMemory");
+    vk_check(vkBindBufferMemory(dev, b.buf, b.mem, 0), "vkBindBufferMemory");
+    vk_check(vkMapMemory(dev, b.mem, 0, VK_WHOLE_SIZE, 0, &b.map), "vkMapMemory");
+    std::memset(b.map, 0, bytes);
+    bufs[next_buf] = b;
+    return next_buf++;
+  }
+  void free_buffer(int id) override {
+    Buf& b = bufs.at(id);
+    vkDestroyBuffer(dev, b.buf, nullptr);
+    vkFreeMemory(dev, b.mem, nullptr);
+    bufs.erase(id);
+  }
+  void upload(int b, const void* src, size_t n) override { std::memcpy(bufs.at(b).map, src, n); }
+  void download(int b, void* dst, size_t n) override { std::memcpy(dst, bufs.at(b).map, n); }
+
+  std::vector<uint32_t> spirv(const codegen::RenderedKernel& k) {
+    uint64_t h = fnv1a(k.source);
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    std::string dir = cache_dir("spirv"), spv = dir + "/" + hex + ".spv";
+    std::ifstream in(spv, std::ios::binary);
+    if (!in) {
+      std::string src = dir + "/" + hex + "." + std::to_string(getpid()) + ".comp", tmp = spv + "." + std::to_string(getpid());
+      std::ofstream(src) << k.source;
+      std::string cmd = glslc + " -fshader-stage=compute -O -o '" + tmp + "' '" + src + "' 2>&1";
+      std::string log;
+      if (FILE* p = popen(cmd.c_str(), "r")) {
+        char buf[512];
+        while (fgets(buf, sizeof buf, p)) log += buf;
+        int rc = pclose(p);
+        std::remove(src.c_str());
+        if (rc != 0) fail("[vulkan] glslc failed for ", k.name, ":\n", log, "\n--- source ---\n", k.source);
+      }
+      std::rename(tmp.c_str(), spv.c_str());  // atomic: concurrent processes never see half a file
+      in.open(spv, std::ios::binary);
+      RLX_CHECK(in.good(), "[vulkan] glslc produced no SPIR-V for ", k.name);
+    }
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint32_t> words(bytes.size() / 4);
+    std::memcpy(words.data(), bytes.data(), words.size() * 4);
+    return words;
+  }
+
+  int program(const codegen::RenderedKernel& k) override {
+    uint64_t h = fnv1a(k.source);
+    if (auto it = prog_cache.find(h); it != prog_cache.end()) return it->second;
+    auto code = spirv(k);
+    VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    si.codeSize = code.size() * 4;
+    si.pCode = code.data();
+    VkShaderModule mod;
+    vk_check(vkCreateShaderModule(dev, &si, nullptr, &mod), "vkCreateShaderModule");
+    Pipeline p{};
+    p.nbind = static_cast<int>(k.args.size());
+    std::vector<VkDescriptorSetLayoutBinding> b(k.args.size());
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = {static_cast<uint32_t>(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    dl.bindingCount = static_cast<uint32_t>(b.size());
+    dl.pBindings = b.data();
+    vk_check(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p.dsl), "vkCreateDescriptorSetLayout");
+    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pl.setLayoutCount = 1;
+    pl.pSetLayouts = &p.dsl;
+    vk_check(vkCreatePipelineLayout(dev, &pl, nullptr, &p.layout), "vkCreatePipelineLayout");
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT, mod, "main", nullptr};
+    ci.layout = p.layout;
+    vk_check(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipe), "vkCreateComputePipelines");
+    vkDestroyShaderModule(dev, mod, nullptr);
+    pipes.push_back(p);
+    return prog_cache[h] = static_cast<int>(pipes.size() - 1);
+  }
+
+  int record(const std::vector<Launch>& ls) override {
+    Rec rc;
+    uint32_t nbind = 0;
+    for (auto& l : ls) nbind += static_cast<uint32_t>(l.bufs.size());
+    if (!ls.empty()) {
+      VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(nbind, 1u)};
+      VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      pi.maxSets = static_cast<uint32_t>(ls.size());
+      pi.poolSizeCount = 1;
+      pi.pPoolSizes = &ps;
+      vk_check(vkCreateDescriptorPool(dev, &pi, nullptr, &rc.pool), "vkCreateDescriptorPool");
+    }
+    VkCommandBufferAllocateInfo ca{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ca.commandPool = cmd_pool;
+    ca.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ca.commandBufferCount = 1;
+    vk_check(vkAllocateCommandBuffers(dev, &ca, &rc.cmd), "vkAllocateCommandBuffers");
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vk_check(vkBeginCommandBuffer(rc.cmd, &bi), "vkBeginCommandBuffer");
+    for (auto& l : ls) {
+      const Pipeline& p = pipes.at(static_cast<size_t>(l.prog));
+      VkDescriptorSetAllocateInfo da{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+      da.descriptorPool = rc.pool;
+      da.descriptorSetCount = 1;
+      da.pSetLayouts = &p.dsl;
+      VkDescriptorSet set;
+      vk_check(vkAllocateDescriptorSets(dev, &da, &set), "vkAllocateDescriptorSets");
+      std::vector<VkDescriptorBufferInfo> infos(l.bufs.size());
+      std::vector<VkWriteDescriptorSet> w(l.bufs.size());
+      for (size_t i = 0; i < l.bufs.size(); ++i) {
+        infos[i] = {bufs.at(l.bufs[i]).buf, 0, VK_WHOLE_SIZE};
+        w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        w[i].dstSet = set;
+        w[i].dstBinding = static_cast<uint32_t>(i);
+        w[i].descriptorCount = 1;
+        w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w[i].pBufferInfo = &infos[i];
+      }
+      vkUpdateDescriptorSets(dev, static_cast<uint32_t>(w.size()), w.data(), 0, nullptr);
+      vkCmdBindPipeline(rc.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipe);
+      vkCmdBindDescriptorSets(rc.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+      uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(l.groups, 65535));
+      uint32_t gy = static_cast<uint32_t>((l.groups + gx - 1) / gx);
+      vkCmdDispatch(rc.cmd, gx, gy, 1);
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, VK_ACCESS_SHADER_WRITE_BIT,
+                         VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
+      vkCmdPipelineBarrier(rc.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
+                           nullptr);
+    }
+    vk_check(vkEndCommandBuffer(rc.cmd), "vkEndCommandBuffer");
+    recs[next_rec] = rc;
+    return next_rec++;
+  }
+  void free_recording(int id) override {
+    auto it = recs.find(id);
+    if (it == recs.end()) return;
+    vkFreeCommandBuffers(dev, cmd_pool, 1, &it->second.cmd);
+    if (it->second.pool) vkDestroyDescriptorPool(dev, it->second.pool, nullptr);
+    recs.erase(it);
+  }
+  void submit(int id) override {
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &recs.at(id).cmd;
+    vk_check(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
+    vk_check(vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    vk_check(vkResetFences(dev, 1, &fence), "vkResetFences");
+  }
+};
+
+bool tool_works(const std::string& cmd) { return std::system((cmd + " --version >/dev/null 2>&1").c_str()) == 0; }
+
+}  // namespace
+
+std::unique_ptr<Api> make_vulkan_api(std::string* why) {
+  // The Mesa loader complains on stderr without a runtime dir; give it a private one.
+  if (!std::getenv("XDG_RUNTIME_DIR")) {
+    std::string d = "/tmp/rlx-xdg-" + std::to_string(getuid());
+    mkdir(d.c_str(), 0700);
+    setenv("XDG_RUNTIME_DIR", d.c_str(), 0);
+  }
+  void* h = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    *why = "no driver: Vulkan loader libvulkan.so.1 not found (apt install libvulkan1 mesa-vulkan-drivers)";
+    return nullptr;
+  }
+  auto gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(h, "vkGetInstanceProcAddr"));
+  if (!gipa) {
+    *why = "no driver: libvulkan.so.1 lacks vkGetInstanceProcAddr";
+    return nullptr;
+  }
+  auto create_instance = reinterpret_cast<PFN_vkCreateInstance>(gipa(nullptr, "vkCreateInstance"));
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "rlx";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ii{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ii.pApplicationInfo = &app;
+  auto a = std::make_unique<VulkanApi>();
+  if (!create_instance || create_instance(&ii, nullptr, &a->inst) != VK_SUCCESS) {
+    *why = "no driver: vkCreateInstance failed (no Vulkan ICD installed? apt install mesa-vulkan-drivers)";
+    return nullptr;
+  }
+#define RLX_VKI(n) auto n = reinterpret_cast<PFN_##n>(gipa(a->inst, #n));
+  RLX_VKI(vkEnumeratePhysicalDevices) RLX_VKI(vkGetPhysicalDeviceProperties)
+  RLX_VKI(vkGetPhysicalDeviceQueueFamilyProperties) RLX_VKI(vkGetPhysicalDeviceMemoryProperties)
+  RLX_VKI(vkCreateDevice) RLX_VKI(vkGetDeviceProcAddr)
+#undef RLX_VKI
+  uint32_t n = 0;
+  vkEnumeratePhysicalDevices(a->inst, &n, nullptr);
+  if (n == 0) {
+    *why = "no hardware: the Vulkan loader found no physical device (install mesa-vulkan-drivers for lavapipe)";
+    return nullptr;
+  }
+  std::vector<VkPhysicalDevice> devs(n);
+  vkEnumeratePhysicalDevices(a->inst, &n, devs.data());
+  const char* pick = std::getenv("RLX_VULKAN_DEVICE");  // index into the loader's list
+  a->phys = devs[pick ? std::min<uint32_t>(static_cast<uint32_t>(std::atoi(pick)), n - 1) : 0];
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(a->phys, &props);
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(a->phys, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(a->phys, &nq, qf.data());
+  uint32_t fam = UINT32_MAX;
+  for (uint32_t i = 0; i < nq; ++i)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      fam = i;
+      break;
+    }
+  if (fam == UINT32_MAX) {
+    *why = std::string("no hardware: ") + props.deviceName + " has no compute queue";
+    return nullptr;
+  }
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(a->phys, &mp);
+  const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  a->mem_type = UINT32_MAX;
+  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i)
+    if ((mp.memoryTypes[i].propertyFlags & want) == want) {
+      a->mem_type = i;
+      break;
+    }
+  if (a->mem_type == UINT32_MAX) {
+    *why = "no hardware: no host-visible coherent memory type";
+    return nullptr;
+  }
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = fam;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &prio;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  if (vkCreateDevice(a->phys, &di, nullptr, &a->dev) != VK_SUCCESS) {
+    *why = std::string("no hardware: vkCreateDevice failed on ") + props.deviceName;
+    return nullptr;
+  }
+#define RLX_VKF(n) a->n = reinterpret_cast<PFN_##n>(vkGetDeviceProcAddr(a->dev, #n));
+  RLX_VK_DEV(RLX_VKF)
+#undef RLX_VKF
+  a->vkGetDeviceQueue(a->dev, fam, 0, &a->queue);
+  VkCommandPoolCreateInfo cp{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  cp.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  cp.queueFamilyIndex = fam;
+  vk_check(a->vkCreateCommandPool(a->dev, &cp, nullptr, &a->cmd_pool), "vkCreateCommandPool");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk_check(a->vkCreateFence(a->dev, &fi, nullptr, &a->fence), "vkCreateFence");
+  const char* env = std::getenv("RLX_GLSLC");
+  a->glslc = env && *env ? env : "glslc";
+  if (!tool_works(a->glslc)) {
+    *why = "no driver: found " + std::string(props.deviceName) + " but no GLSL->SPIR-V compiler ('" + a->glslc +
+           "' did not run; apt install glslc, or set RLX_GLSLC)";
+    return nullptr;
+  }
+  char ver[64];
+  std::snprintf(ver, sizeof ver, "%u.%u.%u", VK_VERSION_MAJOR(props.apiVersion), VK_VERSION_MINOR(props.apiVersion),
+                VK_VERSION_PATCH(props.apiVersion));
+  a->desc = std::string(props.deviceName) + ", Vulkan " + ver;
+  return a;
+}
+
+}  // namespace rlx::gpu

@@ -1,0 +1,73 @@
+// Kernel renderers for the C-like GPU languages. One base (CLikeRenderer) writes every kernel —
+// fused elementwise bodies and the library-kernel equivalents (tiled GEMM, workgroup-tree
+// reductions, softmax, layernorm, attention, data movement) — against a handful of language hooks;
+// GLSL (vulkan, opengl) and OpenCL C (gpu) override only what differs. CUDA/HIP/WGSL/MSL/HLSL slot
+// in as further subclasses. Shapes are static, so every index is baked into the source.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/lir.h"
+
+namespace rlx::codegen {
+
+struct KernelArg {
+  DType dtype;
+  bool written = false;
+};
+
+struct RenderedKernel {
+  std::string name;
+  std::string source;
+  std::vector<KernelArg> args;  // buffers in binding order: kernel inputs, then outputs
+  int64_t groups = 1;           // workgroups along x (the API splits very large grids)
+  int local = 64;               // workgroup size (baked into GLSL; passed to OpenCL)
+};
+
+class CLikeRenderer {
+ public:
+  virtual ~CLikeRenderer() = default;
+  virtual std::string language() const = 0;
+  // Compute type for a storage dtype ("float", "int", ...), or "" when the language has none.
+  virtual std::string ctype(DType t) const = 0;
+  // Whether this renderer has a kernel for the op (library kernels) at input dtype `t`.
+  bool has_kernel(OpKind op, DType t) const;
+  // Renders one LIR kernel; `in`/`out` are the concrete buffer types of its arguments.
+  RenderedKernel render(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
+                        const std::string& name) const;
+
+ protected:
+  // ---- language hooks ----
+  virtual std::string prelude(const std::vector<KernelArg>& args) const = 0;  // includes LDi/STi macros
+  virtual std::string kernel_open(const RenderedKernel& k, const std::string& shared) const = 0;
+  virtual std::string shared_decl(const std::string& type, const std::string& name, int n) const = 0;
+  virtual bool shared_in_body() const = 0;  // OpenCL __local lives inside the kernel, GLSL shared outside
+  virtual std::string cast(const std::string& type, const std::string& e) const = 0;
+  virtual std::string flit(double v) const;  // float literal in the compute type of f32
+
+  // ---- kernel bodies (language neutral; use LDi(i)/STi(i,v), GID, LID, GRP, BARRIER, NAN_F) ----
+  std::string lit(DType t, double v) const;
+  std::string expr(const Node& n, const std::vector<std::string>& a, const std::vector<DType>& at, DType ot) const;
+  std::string convert(const std::string& x, DType from, DType to) const;
+  std::string body_fused(const Graph& body, const std::vector<ValueType>& in, const ValueType& out, RenderedKernel& k) const;
+  std::string body_library(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
+                           RenderedKernel& rk, std::string& shared) const;
+  // library families (kernels_*.cpp)
+  std::string k_movement(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk) const;
+  std::string k_reduce(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk, std::string& shared) const;
+  std::string k_dot(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk, std::string& shared) const;
+  std::string k_nn(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk, std::string& shared) const;
+};
+
+std::unique_ptr<CLikeRenderer> make_glsl_renderer();    // GLSL 4.50 compute (vulkan + opengl)
+std::unique_ptr<CLikeRenderer> make_opencl_renderer();  // OpenCL C 1.2
+
+// Helpers shared by the kernel families.
+std::vector<int64_t> dims_of(const ValueType& t);
+std::vector<int64_t> strides_of(const std::vector<int64_t>& d);
+// Emits "int <p>0 = ...; int <p>1 = ...;" unravelling `flat` over `d` (row-major).
+std::string unravel(const std::string& flat, const std::vector<int64_t>& d, const std::string& p);
+int64_t ceil_div(int64_t a, int64_t b);
+
+}  // namespace rlx::codegen

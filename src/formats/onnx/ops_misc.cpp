@@ -1,0 +1,228 @@
+// ONNX ops that compose from a few others: quantization, Compress, CenterCropPad, LpPool, MatMulInteger.
+#include <algorithm>
+#include <cmath>
+
+#include "formats/onnx/importer.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
+
+// Reshapes a per-axis parameter [C] to broadcast along `axis` of a rank-r tensor (scalars pass through).
+V along(Ctx& c, V p, int64_t axis, int64_t r) {
+  if (c.rank(p) == 0) return p;
+  if (c.rank(p) != 1) c.error("blocked quantization is unsupported");
+  std::vector<int64_t> s(static_cast<size_t>(r), 1);
+  s[axis] = c.static_shape(p, "scale")[0];
+  return c.reshape(p, s);
+}
+
+}  // namespace
+
+void register_misc_ops(std::map<std::string, Converter>& r) {
+  r["DequantizeLinear"] = [](Ctx& c) {
+    V x = c.in(0), s = c.in(1);
+    int64_t rk = c.rank(x), ax = c.attr_i("axis", 1);
+    if (ax < 0) ax += rk;
+    if (c.attr_i("block_size", 0)) c.error("block_size is unsupported");
+    DType ft = c.dtype(s);
+    V xf = c.convert(x, DType::f32);
+    if (c.has_input(2)) xf = c.bin(OpKind::Sub, xf, along(c, c.convert(c.in(2), DType::f32), ax, rk));
+    V y = c.bin(OpKind::Mul, xf, along(c, c.convert(s, DType::f32), ax, rk));
+    c.set_output(0, c.convert(y, ft));
+  };
+  r["QuantizeLinear"] = [](Ctx& c) {
+    V x = c.in(0), s = c.in(1);
+    int64_t rk = c.rank(x), ax = c.attr_i("axis", 1);
+    if (ax < 0) ax += rk;
+    if (c.attr_i("block_size", 0)) c.error("block_size is unsupported");
+    DType qt = DType::u8;
+    if (c.has_input(2)) qt = c.dtype(c.in(2));
+    else if (c.has_attr("output_dtype") && !onnx_dtype(static_cast<int>(c.attr_i("output_dtype", 2)), &qt))
+      c.error("unsupported output_dtype");
+    if (qt != DType::u8 && qt != DType::i8 && qt != DType::i16) c.error("unsupported quantized dtype");
+    double lo = qt == DType::u8 ? 0 : qt == DType::i8 ? -128 : -32768, hi = qt == DType::u8 ? 255 : qt == DType::i8 ? 127 : 32767;
+    V xf = c.convert(x, DType::f32);
+    V y = c.unary(OpKind::Round, c.bin(OpKind::Div, xf, along(c, c.convert(s, DType::f32), ax, rk)));
+    if (c.has_input(2)) y = c.bin(OpKind::Add, y, along(c, c.convert(c.in(2), DType::f32), ax, rk));
+    y = c.bin(OpKind::Min, c.bin(OpKind::Max, y, sc(c, lo, y)), sc(c, hi, y));
+    c.set_output(0, c.convert(y, qt));
+  };
+  r["MatMulInteger"] = [](Ctx& c) {
+    V a = c.convert(c.in(0), DType::i32), b = c.convert(c.in(1), DType::i32);
+    if (c.has_input(2)) {
+      V za = c.convert(c.in(2), DType::i32);
+      if (c.rank(za) == 1) za = c.reshape(za, {c.static_shape(za, "a_zero_point")[0], 1});
+      a = c.bin(OpKind::Sub, a, za);
+    }
+    if (c.has_input(3)) b = c.bin(OpKind::Sub, b, c.convert(c.in(3), DType::i32));
+    c.set_output(0, c.op1(OpKind::MatMul, {a, b}));
+  };
+  r["Compress"] = [](Ctx& c) {
+    V x = c.in(0);
+    const Tensor& cond = c.const_in(1, "condition");
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < cond.numel(); ++i)
+      if (cond.get(i) != 0) idx.push_back(i);
+    if (!c.has_attr("axis")) {
+      auto d = c.static_shape(x, "input");
+      int64_t n = 1;
+      for (auto v : d) n *= v;
+      x = c.reshape(x, {n});
+    }
+    int64_t ax = c.attr_i("axis", 0);
+    if (ax < 0) ax += c.rank(x);
+    c.set_output(0, c.op1(OpKind::Gather, {x, c.ints_const(idx)}, {{"axis", ax}}));
+  };
+  r["CenterCropPad"] = [](Ctx& c) {
+    V x = c.in(0);
+    auto d = c.static_shape(x, "input");
+    int64_t rk = static_cast<int64_t>(d.size());
+    auto shp = c.ints_in(1, "shape");
+    auto axes = c.attr_ints("axes");
+    if (axes.empty())
+      for (int64_t i = 0; i < rk; ++i) axes.push_back(i);
+    std::vector<int64_t> st(rk, 0), li(d), lo(rk, 0), hi(rk, 0);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      int64_t a = axes[k] < 0 ? axes[k] + rk : axes[k], want = shp[k];
+      if (want < d[a]) {
+        st[a] = (d[a] - want) / 2;
+        li[a] = st[a] + want;
+      } else if (want > d[a]) {
+        lo[a] = (want - d[a]) / 2;
+        hi[a] = want - d[a] - lo[a];
+      }
+    }
+    x = c.op1(OpKind::Slice, {x}, {{"start", st}, {"limit", li}});
+    c.set_output(0, c.op1(OpKind::Pad, {x}, {{"low", lo}, {"high", hi}, {"value", 0.0}}));
+  };
+  r["LpPool"] = [](Ctx& c) {
+    V x = c.in(0);
+    auto xd = c.static_shape(x, "X");
+    int64_t rk = static_cast<int64_t>(xd.size());
+    size_t sp = xd.size() - 2;
+    auto k = c.attr_ints("kernel_shape");
+    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+    for (auto v : dil)
+      if (v != 1) c.error("dilations are unsupported");
+    if (c.attr_i("ceil_mode", 0)) c.error("ceil_mode is unsupported");
+    std::string ap = c.attr_s("auto_pad", "NOTSET");
+    std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      for (size_t i = 0; i < sp; ++i) {
+        int64_t in = xd[2 + i], out = (in + st[i] - 1) / st[i];
+        int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + k[i] - in), small = total / 2;
+        pads[i] = ap == "SAME_UPPER" ? small : total - small;
+        pads[sp + i] = total - pads[i];
+      }
+    } else if (ap == "VALID") {
+      pads.assign(2 * sp, 0);
+    }
+    double p = static_cast<double>(c.attr_i("p", 2));
+    std::vector<int64_t> win{1, 1}, strides{1, 1}, wp(2 * rk, 0);
+    for (size_t i = 0; i < sp; ++i) {
+      win.push_back(k[i]);
+      strides.push_back(st[i]);
+      wp[2 + i] = pads[i];
+      wp[rk + 2 + i] = pads[sp + i];
+    }
+    V ax = c.bin(OpKind::Pow, c.unary(OpKind::Abs, x), sc(c, p, x));
+    V s = c.op1(OpKind::ReduceWindow, {ax}, {{"kind", "sum"}, {"window", win}, {"strides", strides}, {"pads", wp}});
+    c.set_output(0, c.bin(OpKind::Pow, s, sc(c, 1.0 / p, s)));
+  };
+}
+
+}  // namespace rlx::onnx
+
+namespace rlx::onnx {
+
+// ConvTranspose as a stride-1 convolution over the zero-interleaved input with the flipped,
+// in/out-swapped kernel.
+void register_conv_transpose(std::map<std::string, Converter>& r) {
+  // CumProd in f64 as sign * exp(cumsum(log|x|)), with zeros tracked by a running count.
+  r["CumProd"] = [](Ctx& c) {
+    V x = c.in(0);
+    DType dt = c.dtype(x);
+    int64_t ax = c.ints_in(1, "axis")[0];
+    if (ax < 0) ax += c.rank(x);
+    Attrs ca{{"axis", ax}, {"reverse", c.attr_i("reverse", 0)}, {"exclusive", c.attr_i("exclusive", 0)}};
+    V xf = c.convert(x, DType::f64);
+    V zero = c.bin(OpKind::Eq, xf, c.scalar(0, DType::f64));
+    V lg = c.unary(OpKind::Log, c.select(zero, c.scalar(1, DType::f64), c.unary(OpKind::Abs, xf)));
+    V mag = c.unary(OpKind::Exp, c.op1(OpKind::Cumsum, {lg}, ca));
+    V nneg = c.op1(OpKind::Cumsum, {c.convert(c.bin(OpKind::Lt, xf, c.scalar(0, DType::f64)), DType::f64)}, ca);
+    V odd = c.bin(OpKind::Rem, nneg, c.scalar(2, DType::f64));
+    V sign = c.bin(OpKind::Sub, c.scalar(1, DType::f64), c.bin(OpKind::Mul, c.scalar(2, DType::f64), odd));
+    V nz = c.op1(OpKind::Cumsum, {c.convert(zero, DType::f64)}, ca);
+    V y = c.select(c.bin(OpKind::Gt, nz, c.scalar(0, DType::f64)), c.scalar(0, DType::f64), c.bin(OpKind::Mul, mag, sign));
+    if (!is_float(dt)) y = c.unary(OpKind::Round, y);
+    c.set_output(0, c.convert(y, dt));
+  };
+  r["ConvTranspose"] = [](Ctx& c) {
+    V x = c.in(0), w = c.in(1);
+    auto xd = c.static_shape(x, "X"), wd = c.static_shape(w, "W");
+    int64_t rk = static_cast<int64_t>(xd.size()), sp = rk - 2, g = c.attr_i("group", 1);
+    std::vector<int64_t> k(wd.begin() + 2, wd.end());
+    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+    auto op = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0));
+    auto pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+    auto oshape = c.attr_ints("output_shape");
+    std::string ap = c.attr_s("auto_pad", "NOTSET");
+    if (!oshape.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      if (oshape.empty())
+        for (int64_t i = 0; i < sp; ++i) oshape.push_back(xd[2 + i] * st[i]);
+      if (static_cast<int64_t>(oshape.size()) > sp) oshape.erase(oshape.begin(), oshape.end() - sp);
+      for (int64_t i = 0; i < sp; ++i) {
+        int64_t total = st[i] * (xd[2 + i] - 1) + op[i] + (k[i] - 1) * dil[i] + 1 - oshape[i];
+        if (ap == "SAME_UPPER") pads[i] = total / 2, pads[sp + i] = total - total / 2;
+        else pads[i] = total - total / 2, pads[sp + i] = total / 2;
+      }
+    } else if (ap == "VALID") {
+      pads.assign(2 * sp, 0);
+    }
+    // Zero-interleave each spatial axis: [.., L] -> [.., (L-1)*s+1].
+    for (int64_t i = 0; i < sp; ++i) {
+      if (st[i] == 1) continue;
+      int64_t a = 2 + i, L = c.static_shape(x, "X")[a];
+      auto d = c.static_shape(x, "X");
+      V u = c.op1(OpKind::Unsqueeze, {x}, {{"axes", std::vector<int64_t>{a + 1}}});
+      std::vector<int64_t> lo(rk + 1, 0), hi(rk + 1, 0);
+      hi[a + 1] = st[i] - 1;
+      u = c.op1(OpKind::Pad, {u}, {{"low", lo}, {"high", hi}, {"value", 0.0}});
+      d[a] = L * st[i];
+      x = c.slice_axis(c.reshape(u, d), a, 0, (L - 1) * st[i] + 1);
+    }
+    // Kernel [C, M/g, k..] -> [M, C/g, k..], spatially flipped.
+    int64_t C = wd[0], Mg = wd[1];
+    std::vector<int64_t> s1{g, C / g, Mg}, perm{0, 2, 1}, s2{g * Mg, C / g};
+    for (int64_t i = 0; i < sp; ++i) s1.push_back(k[i]), perm.push_back(3 + i), s2.push_back(k[i]);
+    V wt = c.reshape(c.transpose(c.reshape(w, s1), perm), s2);
+    for (int64_t i = 0; i < sp; ++i) {
+      std::vector<int64_t> idx;
+      for (int64_t j = k[i] - 1; j >= 0; --j) idx.push_back(j);
+      wt = c.op1(OpKind::Gather, {wt, c.ints_const(idx)}, {{"axis", 2 + i}});
+    }
+    std::vector<int64_t> cp(2 * sp), st1(sp, 1), clo(rk, 0), chi;
+    auto xd2 = c.static_shape(x, "X");
+    chi = xd2;
+    bool crop = false;
+    for (int64_t i = 0; i < sp; ++i) {
+      int64_t e = dil[i] * (k[i] - 1);
+      int64_t b = e - pads[i], en = e - pads[sp + i] + op[i];
+      if (b < 0) clo[2 + i] = -b, b = 0, crop = true;
+      if (en < 0) chi[2 + i] = xd2[2 + i] + en, en = 0, crop = true;
+      cp[i] = b;
+      cp[sp + i] = en;
+    }
+    if (crop) x = c.op1(OpKind::Slice, {x}, {{"start", clo}, {"limit", chi}});
+    std::vector<V> ins{x, wt};
+    if (c.has_input(2)) ins.push_back(c.in(2));
+    c.set_output(0, c.op1(OpKind::Convolution, ins, {{"strides", st1}, {"pads", cp}, {"dilations", dil}, {"groups", g}}));
+  };
+}
+
+}  // namespace rlx::onnx

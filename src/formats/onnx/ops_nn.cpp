@@ -1,0 +1,289 @@
+// ONNX neural-network ops: matmul/gemm, conv, pooling, normalizations, softmax family.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "formats/onnx/importer.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
+
+int64_t axis_norm(Ctx& c, int64_t a, int64_t r) {
+  if (a < -r || a >= r) c.error("axis " + std::to_string(a) + " out of range for rank " + std::to_string(r));
+  return a < 0 ? a + r : a;
+}
+
+// Spatial padding from auto_pad / pads for input dims `in`, kernel `k` (effective extents).
+std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& k,
+                                  const std::vector<int64_t>& st, const std::vector<int64_t>& dil) {
+  size_t sp = in.size();
+  std::string ap = c.attr_s("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  if (ap == "NOTSET") {
+    if (pads.empty()) pads.assign(2 * sp, 0);
+    if (pads.size() != 2 * sp) c.error("pads must have 2 x spatial-rank entries");
+    return pads;
+  }
+  pads.assign(2 * sp, 0);
+  if (ap == "VALID") return pads;
+  if (ap != "SAME_UPPER" && ap != "SAME_LOWER") c.error("unsupported auto_pad '" + ap + "'");
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t out = (in[i] + st[i] - 1) / st[i];
+    int64_t eff = dil[i] * (k[i] - 1) + 1;
+    int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + eff - in[i]);
+    int64_t small = total / 2, big = total - small;
+    pads[i] = ap == "SAME_UPPER" ? small : big;
+    pads[sp + i] = ap == "SAME_UPPER" ? big : small;
+  }
+  return pads;
+}
+
+// Softmax-family with the pre-13 "flatten to 2D at axis" semantics.
+void softmax_like(std::map<std::string, Converter>& r, const char* name) {
+  std::string nm = name;
+  r[name] = [nm](Ctx& c) {
+    V x = c.in(0);
+    int64_t rk = c.rank(x);
+    bool old = c.opset() < 13;
+    int64_t ax = axis_norm(c, c.attr_i("axis", old ? 1 : -1), std::max<int64_t>(rk, 1));
+    auto body = [&](V v, int64_t a) -> V {
+      if (nm == "Softmax") return c.op1(OpKind::Softmax, {v}, {{"axis", a}});
+      if (nm == "LogSoftmax") return c.op1(OpKind::LogSoftmax, {v}, {{"axis", a}});
+      // Hardmax: one-hot of the first maximum.
+      auto d = c.static_shape(v, "input");
+      V am = c.op1(OpKind::ArgMax, {v}, {{"axis", a}, {"keepdims", int64_t{1}}});
+      V io = c.op1(OpKind::Iota, {}, {{"shape", to_shape(d)}, {"dim", a}, {"dtype", DType::i64}});
+      return c.convert(c.bin(OpKind::Eq, io, am), c.dtype(v));
+    };
+    if (!old || ax == rk - 1) return c.set_output(0, body(x, ax));
+    auto d = c.static_shape(x, "input");
+    int64_t a = 1, b = 1;
+    for (int64_t i = 0; i < rk; ++i) (i < ax ? a : b) *= d[i];
+    c.set_output(0, c.reshape(body(c.reshape(x, {a, b}), 1), d));
+  };
+}
+
+// Shape [1, C, 1, ...] view of a per-channel vector for rank-r NC... data.
+V per_channel(Ctx& c, V v, int64_t r) {
+  auto d = c.static_shape(v, "per-channel parameter");
+  std::vector<int64_t> s(static_cast<size_t>(r), 1);
+  s[1] = d.empty() ? 1 : d[0];
+  return c.reshape(v, s);
+}
+
+// (x - mean) / sqrt(var + eps) over `axes`, statistics in the input dtype.
+V normalize(Ctx& c, V x, const std::vector<int64_t>& axes, double eps) {
+  V mean = c.reduce(OpKind::ReduceMean, x, axes, true);
+  V xc = c.bin(OpKind::Sub, x, mean);
+  V var = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xc, xc), axes, true);
+  return c.bin(OpKind::Mul, xc, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, eps, var))));
+}
+
+}  // namespace
+
+void register_nn_ops(std::map<std::string, Converter>& r) {
+  r["MatMul"] = [](Ctx& c) { c.set_output(0, c.op1(OpKind::MatMul, {c.in(0), c.in(1)})); };
+  r["Gemm"] = [](Ctx& c) {
+    V a = c.in(0), b = c.in(1);
+    if (c.attr_i("transA", 0)) a = c.transpose(a, {1, 0});
+    if (c.attr_i("transB", 0)) b = c.transpose(b, {1, 0});
+    V y = c.op1(OpKind::MatMul, {a, b});
+    double alpha = c.attr_f("alpha", 1.0), beta = c.attr_f("beta", 1.0);
+    if (alpha != 1.0) y = c.bin(OpKind::Mul, y, sc(c, alpha, y));
+    if (c.has_input(2)) {
+      V bias = c.in(2);
+      if (beta != 1.0) bias = c.bin(OpKind::Mul, bias, sc(c, beta, bias));
+      y = c.bin(OpKind::Add, y, bias);
+    }
+    c.set_output(0, y);
+  };
+  r["Conv"] = [](Ctx& c) {
+    V x = c.in(0), w = c.in(1);
+    auto xd = c.static_shape(x, "X"), wd = c.static_shape(w, "W");
+    size_t sp = xd.size() - 2;
+    std::vector<int64_t> k(wd.begin() + 2, wd.end());
+    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+    auto pads = resolve_pads(c, std::vector<int64_t>(xd.begin() + 2, xd.end()), k, st, dil);
+    std::vector<V> ins{x, w};
+    if (c.has_input(2)) ins.push_back(c.in(2));
+    c.set_output(0, c.op1(OpKind::Convolution, ins,
+                          {{"strides", st}, {"pads", pads}, {"dilations", dil}, {"groups", c.attr_i("group", 1)}}));
+  };
+  auto pool = [](Ctx& c, bool is_max) {
+    V x = c.in(0);
+    auto xd = c.static_shape(x, "X");
+    int64_t rk = static_cast<int64_t>(xd.size());
+    size_t sp = xd.size() - 2;
+    auto k = c.attr_ints("kernel_shape");
+    if (k.size() != sp) c.error("kernel_shape must have one entry per spatial dim");
+    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+    for (auto d : dil)
+      if (d != 1) c.error("pooling dilations are unsupported");
+    if (c.wants_output(1)) c.error("the Indices output is unsupported");
+    std::vector<int64_t> in(xd.begin() + 2, xd.end());
+    auto pads = resolve_pads(c, in, k, st, dil);
+    // ceil_mode: extend the end padding so the last partial window is kept.
+    std::vector<int64_t> extra(sp, 0);
+    if (c.attr_i("ceil_mode", 0)) {
+      for (size_t i = 0; i < sp; ++i) {
+        int64_t span = in[i] + pads[i] + pads[sp + i] - k[i];
+        int64_t out = (span + st[i] - 1) / st[i] + 1;
+        if ((out - 1) * st[i] >= in[i] + pads[i]) --out;  // last window must start inside input or left pad
+        extra[i] = std::max<int64_t>(0, (out - 1) * st[i] + k[i] - (in[i] + pads[i] + pads[sp + i]));
+      }
+    }
+    std::vector<int64_t> win{1, 1}, strides{1, 1}, wp(2 * rk, 0);
+    int64_t kel = 1;
+    bool padded = false;
+    for (size_t i = 0; i < sp; ++i) {
+      win.push_back(k[i]);
+      strides.push_back(st[i]);
+      wp[2 + i] = pads[i];
+      wp[rk + 2 + i] = pads[sp + i] + extra[i];
+      kel *= k[i];
+      padded = padded || pads[i] || pads[sp + i] || extra[i];
+    }
+    Attrs wa{{"kind", is_max ? "max" : "sum"}, {"window", win}, {"strides", strides}, {"pads", wp}};
+    V y = c.op1(OpKind::ReduceWindow, {x}, wa);
+    if (is_max) return c.set_output(0, y);
+    bool include = c.attr_i("count_include_pad", 0) != 0;
+    if (!padded) return c.set_output(0, c.bin(OpKind::Div, y, sc(c, static_cast<double>(kel), y)));
+    // Divisor: count of real elements (or of explicit-pad elements when count_include_pad, but
+    // never the ceil_mode overhang).
+    std::vector<int64_t> od(xd.begin(), xd.end());
+    od[0] = od[1] = 1;
+    V ones = c.broadcast_to(sc(c, 1, x), to_shape(od));
+    if (include) {
+      std::vector<int64_t> lo(rk, 0), hi(rk, 0);
+      for (size_t i = 0; i < sp; ++i) lo[2 + i] = pads[i], hi[2 + i] = pads[sp + i];
+      ones = c.op1(OpKind::Pad, {ones}, {{"low", lo}, {"high", hi}, {"value", 1.0}});
+      std::vector<int64_t> wp2 = wp;
+      for (size_t i = 0; i < sp; ++i) wp2[2 + i] = 0, wp2[rk + 2 + i] = extra[i];
+      Attrs wa2{{"kind", "sum"}, {"window", win}, {"strides", strides}, {"pads", wp2}};
+      return c.set_output(0, c.bin(OpKind::Div, y, c.op1(OpKind::ReduceWindow, {ones}, wa2)));
+    }
+    c.set_output(0, c.bin(OpKind::Div, y, c.op1(OpKind::ReduceWindow, {ones}, wa)));
+  };
+  r["MaxPool"] = [pool](Ctx& c) { pool(c, true); };
+  r["AveragePool"] = [pool](Ctx& c) { pool(c, false); };
+  r["GlobalAveragePool"] = [](Ctx& c) { c.set_output(0, c.op1(OpKind::GlobalAvgPool, {c.in(0)})); };
+  r["GlobalMaxPool"] = [](Ctx& c) {
+    V x = c.in(0);
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < c.rank(x); ++i) axes.push_back(i);
+    c.set_output(0, c.reduce(OpKind::ReduceMax, x, axes, true));
+  };
+  r["BatchNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    if (c.attr_i("training_mode", 0)) c.error("training_mode=1 is unsupported");
+    int64_t rk = c.rank(x);
+    double eps = c.attr_f("epsilon", 1e-5);
+    V s = per_channel(c, c.in(1), rk), b = per_channel(c, c.in(2), rk);
+    V m = per_channel(c, c.in(3), rk), v = per_channel(c, c.in(4), rk);
+    V inv = c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, v, sc(c, eps, v)));
+    V y = c.bin(OpKind::Add, c.bin(OpKind::Mul, c.bin(OpKind::Mul, c.bin(OpKind::Sub, x, m), inv), s), b);
+    c.set_output(0, y);
+  };
+  r["InstanceNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    int64_t rk = c.rank(x);
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < rk; ++i) axes.push_back(i);
+    V y = normalize(c, x, axes, c.attr_f("epsilon", 1e-5));
+    y = c.bin(OpKind::Add, c.bin(OpKind::Mul, y, per_channel(c, c.in(1), rk)), per_channel(c, c.in(2), rk));
+    c.set_output(0, y);
+  };
+  r["LayerNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    int64_t rk = c.rank(x);
+    int64_t ax = axis_norm(c, c.attr_i("axis", -1), rk);
+    double eps = c.attr_f("epsilon", 1e-5);
+    std::vector<int64_t> axes;
+    for (int64_t i = ax; i < rk; ++i) axes.push_back(i);
+    DType dt = c.dtype(x);
+    DType ct = c.has_attr("stash_type") && c.attr_i("stash_type", 1) == 1 && dt != DType::f64 ? DType::f32 : dt;
+    V xf = c.convert(x, ct);
+    V mean = c.reduce(OpKind::ReduceMean, xf, axes, true);
+    V xc = c.bin(OpKind::Sub, xf, mean);
+    V var = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xc, xc), axes, true);
+    V inv = c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, eps, var)));
+    V y = c.convert(c.bin(OpKind::Mul, xc, inv), dt);
+    y = c.bin(OpKind::Mul, y, c.in(1));
+    if (c.has_input(2)) y = c.bin(OpKind::Add, y, c.in(2));
+    c.set_output(0, y);
+    if (c.wants_output(1)) c.set_output(1, mean);
+    if (c.wants_output(2)) c.set_output(2, inv);
+  };
+  r["RMSNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    int64_t rk = c.rank(x);
+    int64_t ax = axis_norm(c, c.attr_i("axis", -1), rk);
+    double eps = c.attr_f("epsilon", 1e-5);
+    std::vector<int64_t> axes;
+    for (int64_t i = ax; i < rk; ++i) axes.push_back(i);
+    DType dt = c.dtype(x);
+    DType ct = c.attr_i("stash_type", 1) == 1 && dt != DType::f64 ? DType::f32 : dt;
+    V xf = c.convert(x, ct);
+    V ms = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xf, xf), axes, true);
+    V y = c.convert(c.bin(OpKind::Mul, xf, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, ms, sc(c, eps, ms)))), dt);
+    c.set_output(0, c.bin(OpKind::Mul, y, c.in(1)));
+  };
+  r["GroupNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    auto d = c.static_shape(x, "X");
+    int64_t rk = static_cast<int64_t>(d.size());
+    int64_t g = c.attr_i("num_groups", 1), N = d[0], C = d[1];
+    double eps = c.attr_f("epsilon", 1e-5);
+    int64_t rest = 1;
+    for (int64_t i = 2; i < rk; ++i) rest *= d[i];
+    V xg = c.reshape(x, {N, g, (C / g) * rest});
+    V y = c.reshape(normalize(c, xg, {2}, eps), d);
+    V s = c.in(1), b = c.in(2);
+    if (c.opset() < 21) {  // opset 18: per-group scale/bias
+      s = c.reshape(c.op1(OpKind::BroadcastInDim, {s}, {{"shape", to_shape({g, C / g})}, {"dims", std::vector<int64_t>{0}}}), {C});
+      b = c.reshape(c.op1(OpKind::BroadcastInDim, {b}, {{"shape", to_shape({g, C / g})}, {"dims", std::vector<int64_t>{0}}}), {C});
+    }
+    c.set_output(0, c.bin(OpKind::Add, c.bin(OpKind::Mul, y, per_channel(c, s, rk)), per_channel(c, b, rk)));
+  };
+  r["MeanVarianceNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    auto axes = c.attr_ints("axes", {0, 2, 3});
+    for (auto& a : axes) a = axis_norm(c, a, c.rank(x));
+    V mean = c.reduce(OpKind::ReduceMean, x, axes, true);
+    V xc = c.bin(OpKind::Sub, x, mean);
+    V var = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xc, xc), axes, true);
+    c.set_output(0, c.bin(OpKind::Div, xc, c.bin(OpKind::Add, c.unary(OpKind::Sqrt, var), sc(c, 1e-9, var))));
+  };
+  r["LpNormalization"] = [](Ctx& c) {
+    V x = c.in(0);
+    int64_t ax = axis_norm(c, c.attr_i("axis", -1), c.rank(x));
+    int64_t p = c.attr_i("p", 2);
+    V n = p == 1 ? c.reduce(OpKind::ReduceSum, c.unary(OpKind::Abs, x), {ax}, true)
+                 : c.unary(OpKind::Sqrt, c.reduce(OpKind::ReduceSum, c.bin(OpKind::Mul, x, x), {ax}, true));
+    V zero = c.bin(OpKind::Eq, n, sc(c, 0, n));
+    c.set_output(0, c.select(zero, sc(c, 0, x), c.bin(OpKind::Div, x, c.select(zero, sc(c, 1, n), n))));
+  };
+  softmax_like(r, "Softmax");
+  softmax_like(r, "LogSoftmax");
+  softmax_like(r, "Hardmax");
+  r["LRN"] = [](Ctx& c) {
+    V x = c.in(0);
+    auto d = c.static_shape(x, "X");
+    int64_t rk = static_cast<int64_t>(d.size()), size = c.attr_i("size", 1);
+    double alpha = c.attr_f("alpha", 1e-4), beta = c.attr_f("beta", 0.75), bias = c.attr_f("bias", 1.0);
+    std::vector<int64_t> win(rk, 1), pads(2 * rk, 0);
+    win[1] = size;
+    pads[1] = (size - 1) / 2;
+    pads[rk + 1] = size - 1 - (size - 1) / 2;
+    V sq = c.op1(OpKind::ReduceWindow, {c.bin(OpKind::Mul, x, x)}, {{"kind", "sum"}, {"window", win}, {"pads", pads}});
+    V den = c.bin(OpKind::Add, sc(c, bias, x), c.bin(OpKind::Mul, sc(c, alpha / size, x), sq));
+    c.set_output(0, c.bin(OpKind::Div, x, c.bin(OpKind::Pow, den, sc(c, beta, x))));
+  };
+}
+
+}  // namespace rlx::onnx

@@ -1,0 +1,131 @@
+// KV cache bookkeeping, sampling and the prefill/decode loop.
+#include "models/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "rlx/error.h"
+
+namespace rlx::models {
+
+KvCache::KvCache(int64_t layers, int64_t b, int64_t kv_heads, int64_t cap, int64_t head_dim)
+    : batch(b), capacity(cap) {
+  for (int64_t l = 0; l < layers; ++l) {
+    k.emplace_back(DType::f32, std::vector<int64_t>{b, kv_heads, cap, head_dim});
+    v.emplace_back(DType::f32, std::vector<int64_t>{b, kv_heads, cap, head_dim});
+  }
+}
+
+void KvCache::append(const std::vector<Tensor>& nk, const std::vector<Tensor>& nv) {
+  RLX_CHECK(nk.size() == k.size() && nv.size() == v.size(), "[generate] cache has ", k.size(), " layers, step gave ",
+            nk.size());
+  int64_t S = nk.empty() ? 0 : nk[0].shape()[2];
+  RLX_CHECK(len + S <= capacity, "[generate] KV cache full (", capacity, " positions)");
+  for (size_t l = 0; l < k.size(); ++l) {
+    for (int which = 0; which < 2; ++which) {
+      const Tensor& src = which ? nv[l] : nk[l];
+      Tensor& dst = which ? v[l] : k[l];
+      const auto& ds = dst.shape();
+      int64_t BH = ds[0] * ds[1], D = ds[3];
+      RLX_CHECK(src.dtype() == DType::f32 && src.numel() == BH * S * D, "[generate] new kv shape mismatch");
+      for (int64_t r = 0; r < BH; ++r)
+        std::memcpy(dst.data<float>() + (r * capacity + len) * D, src.data<float>() + r * S * D,
+                    static_cast<size_t>(S * D) * 4);
+    }
+  }
+  len += S;
+}
+
+Tensor KvCache::keep_mask(int64_t S) const {
+  Tensor m(DType::f32, {batch, capacity + S});
+  for (int64_t b = 0; b < batch; ++b) {
+    float* row = m.data<float>() + b * (capacity + S);
+    for (int64_t t = 0; t < len; ++t) row[t] = 1;
+    for (int64_t t = 0; t < S; ++t) row[capacity + t] = 1;
+  }
+  return m;
+}
+
+int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng) {
+  RLX_CHECK(V > 0, "[generate] empty logits");
+  if (o.temperature <= 0) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (logits[i] > logits[best]) best = i;
+    return best;
+  }
+  std::vector<int64_t> idx(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  // Descending by logit, index breaking ties, so a seed reproduces the same choice everywhere.
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
+  std::vector<double> p(static_cast<size_t>(k));
+  double mx = logits[idx[0]] / o.temperature, sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += p[i] = std::exp(logits[idx[i]] / o.temperature - mx);
+  int64_t keep = k;
+  if (o.top_p < 1.0) {
+    double acc = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      acc += p[i] / sum;
+      if (acc >= o.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double tot = 0;
+  for (int64_t i = 0; i < keep; ++i) tot += p[i];
+  double r = std::uniform_real_distribution<double>(0.0, tot)(rng);
+  for (int64_t i = 0; i < keep; ++i) {
+    r -= p[i];
+    if (r < 0) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+std::vector<std::vector<int64_t>> generate(CausalLM& m, const std::vector<std::vector<int64_t>>& prompts,
+                                           int64_t max_new, const SamplingOptions& o, int64_t eos,
+                                           GenerateStats* stats) {
+  RLX_CHECK(!prompts.empty() && !prompts[0].empty(), "[generate] empty prompt");
+  int64_t B = static_cast<int64_t>(prompts.size()), S = static_cast<int64_t>(prompts[0].size());
+  for (auto& p : prompts) RLX_CHECK(static_cast<int64_t>(p.size()) == S, "[generate] prompts must have equal length");
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
+  if (max_new <= 0) return out;
+  // Capacity is fixed up front so the decode graph is compiled once for every step.
+  KvCache cache(m.num_layers(), B, m.kv_heads(), S + max_new, m.head_dim());
+  std::mt19937_64 rng(o.seed);
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  using clk = std::chrono::steady_clock;
+
+  Tensor ids(DType::i64, {B, S});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) ids.data<int64_t>()[b * S + s] = prompts[b][s];
+  auto t0 = clk::now();
+  StepOutput so = m.step(ids, 0, &cache);
+  cache.append(so.new_k, so.new_v);
+  if (stats) stats->prefill_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+  auto t1 = clk::now();
+  int64_t V = m.vocab();
+  for (int64_t step = 0; step < max_new; ++step) {
+    Tensor next(DType::i64, {B, 1});
+    bool all_done = true;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t tok = done[b] ? eos : sample_token(so.logits.data<float>() + b * V, V, o, rng);
+      out[b].push_back(tok);
+      if (eos >= 0 && tok == eos) done[b] = true;
+      all_done = all_done && done[b];
+      next.data<int64_t>()[b] = tok;
+    }
+    if (step + 1 == max_new || all_done) break;
+    so = m.step(next, cache.len, &cache);
+    cache.append(so.new_k, so.new_v);
+    if (stats) ++stats->decode_tokens;
+  }
+  if (stats) stats->decode_ms = std::chrono::duration<double, std::milli>(clk::now() - t1).count();
+  return out;
+}
+
+}  // namespace rlx::models

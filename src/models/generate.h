@@ -1,0 +1,61 @@
+// Autoregressive generation for decoder LMs: a preallocated KV cache (no re-prefill per token) and
+// seeded sampling (greedy, temperature, top-k, top-p).
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "rlx/tensor.h"
+
+namespace rlx::models {
+
+// Per layer K and V, f32 [B, Hkv, capacity, D]; positions [0, len) are filled.
+struct KvCache {
+  int64_t batch = 0, capacity = 0, len = 0;
+  std::vector<Tensor> k, v;
+  KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim);
+  // Appends new_k/new_v [B, Hkv, S, D] of every layer at position len (len += S).
+  void append(const std::vector<Tensor>& new_k, const std::vector<Tensor>& new_v);
+  // f32 [B, capacity + S]: 1 for cached positions < len, 1 for the S new ones, 0 otherwise.
+  Tensor keep_mask(int64_t S) const;
+};
+
+struct StepOutput {
+  Tensor logits;                   // f32 [B, V] of the last new position
+  std::vector<Tensor> new_k, new_v;  // per layer [B, Hkv, S, D]
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual int64_t num_layers() const = 0;
+  virtual int64_t kv_heads() const = 0;
+  virtual int64_t head_dim() const = 0;
+  virtual int64_t vocab() const = 0;
+  // Runs ids i64 [B,S] at positions pos..pos+S-1 against `cache` (nullptr: no past).
+  virtual StepOutput step(const Tensor& ids, int64_t pos, const KvCache* cache) = 0;
+};
+
+struct SamplingOptions {
+  double temperature = 0;  // 0 = greedy
+  int64_t top_k = 0;       // 0 = all
+  double top_p = 1.0;      // nucleus mass
+  uint64_t seed = 0;
+};
+
+// Picks a token from logits[0..V). Greedy when temperature is 0 (lowest index on ties).
+int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng);
+
+struct GenerateStats {
+  double prefill_ms = 0, decode_ms = 0;
+  int64_t decode_tokens = 0;  // tokens produced by decode steps (excludes the prefill's one)
+  double decode_tokens_per_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
+};
+
+// prompts: B rows of equal length. Returns B rows of up to max_new generated ids (stops early per
+// row at eos when eos >= 0; finished rows are padded with eos).
+std::vector<std::vector<int64_t>> generate(CausalLM& m, const std::vector<std::vector<int64_t>>& prompts,
+                                           int64_t max_new, const SamplingOptions& o, int64_t eos = -1,
+                                           GenerateStats* stats = nullptr);
+
+}  // namespace rlx::models

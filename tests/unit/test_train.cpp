@@ -1,0 +1,208 @@
+// Training: optimizer updates against hand-computed values, one-graph steps with state kept in
+// fixed buffers, bit-identical resume from a safetensors checkpoint, and an MLP that learns MNIST.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "data/idx.h"
+#include "models/mlp.h"
+#include "rlx/builder.h"
+#include "train/train.h"
+
+using namespace rlx;
+
+namespace {
+
+// loss = sum((w - t)^2) / 2 -> grad = w - t
+Graph quad() {
+  Graph g;
+  Builder b(g);
+  ValueId w = b.input("w", DType::f32, {3}), t = b.input("t", DType::f32, {3});
+  ValueId d = b.sub(w, t);
+  b.output(b.mul(b.reduce(OpKind::ReduceSum, b.mul(d, d), {0}, false), b.scalar(0.5, DType::f32)));
+  return g;
+}
+
+std::vector<float> run_opt(const train::OptimizerConfig& c, int steps, std::vector<float> w0, std::vector<float> t) {
+  train::Trainer tr(quad(), {Tensor::from(DType::f32, {3}, w0)}, c);
+  Tensor tt = Tensor::from(DType::f32, {3}, t);
+  for (int s = 0; s < steps; ++s) tr.step({tt});
+  std::vector<float> r(3);
+  for (int i = 0; i < 3; ++i) r[i] = static_cast<float>(tr.params()[0].get(i));
+  return r;
+}
+
+// Host reference implementations (PyTorch's update rules) on the same problem.
+std::vector<double> ref_opt(const train::OptimizerConfig& c, int steps, std::vector<double> w, const std::vector<double>& t) {
+  std::vector<double> m(3, 0), v(3, 0);
+  for (int s = 1; s <= steps; ++s)
+    for (int i = 0; i < 3; ++i) {
+      double g = w[i] - t[i];
+      if (c.kind == "sgd") {
+        g += c.weight_decay * w[i];
+        if (c.momentum != 0) {
+          m[i] = c.momentum * m[i] + g;
+          g = c.nesterov ? g + c.momentum * m[i] : m[i];
+        }
+        w[i] -= c.lr * g;
+      } else {
+        if (c.kind == "adamw") w[i] *= 1 - c.lr * c.weight_decay;
+        else g += c.weight_decay * w[i];
+        m[i] = c.beta1 * m[i] + (1 - c.beta1) * g;
+        v[i] = c.beta2 * v[i] + (1 - c.beta2) * g * g;
+        double mh = m[i] / (1 - std::pow(c.beta1, s)), vh = v[i] / (1 - std::pow(c.beta2, s));
+        w[i] -= c.lr * mh / (std::sqrt(vh) + c.eps);
+      }
+    }
+  return w;
+}
+
+void expect_matches(const train::OptimizerConfig& c) {
+  std::vector<float> w0 = {1.0f, -2.0f, 0.5f}, t = {0.3f, 0.1f, -0.7f};
+  auto got = run_opt(c, 7, w0, t);
+  auto want = ref_opt(c, 7, {1.0, -2.0, 0.5}, {0.3, 0.1, -0.7});
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 2e-5) << c.kind << " [" << i << "]";
+}
+
+}  // namespace
+
+TEST(Optimizer, SgdPlainMomentumNesterovWeightDecay) {
+  train::OptimizerConfig c;
+  c.lr = 0.1;
+  expect_matches(c);
+  c.momentum = 0.9;
+  expect_matches(c);
+  c.nesterov = true;
+  c.weight_decay = 0.01;
+  expect_matches(c);
+}
+
+TEST(Optimizer, AdamAndAdamW) {
+  train::OptimizerConfig c;
+  c.kind = "adam";
+  c.lr = 0.05;
+  c.weight_decay = 0.01;
+  expect_matches(c);
+  c.kind = "adamw";
+  c.weight_decay = 0.1;
+  expect_matches(c);
+}
+
+TEST(Optimizer, LrSchedules) {
+  train::LrSchedule s;
+  EXPECT_DOUBLE_EQ(s.at(0.1, 50), 0.1);
+  s.kind = "step";
+  s.step_size = 10;
+  s.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(s.at(1.0, 25), 0.25);
+  s.kind = "cosine";
+  s.total = 100;
+  s.warmup = 10;
+  EXPECT_DOUBLE_EQ(s.at(1.0, 0), 0.1);
+  EXPECT_NEAR(s.at(1.0, 10), 1.0, 1e-12);
+  EXPECT_NEAR(s.at(1.0, 100), 0.0, 1e-12);
+  s.kind = "bogus";
+  EXPECT_THROW(s.at(1.0, 50), Error);
+}
+
+TEST(TrainStep, IsOneGraphAndStateBuffersAreReused) {
+  auto loss = models::mlp_loss_graph({6, 5, 3}, 4);
+  train::OptimizerConfig c;
+  c.momentum = 0.9;
+  train::Trainer tr(loss, models::mlp_init({6, 5, 3}, 1), c);
+  const Graph& g = tr.step_graph();
+  // params (4) + momentum (4) + x + labels + lr/lr_hat/eps_hat
+  EXPECT_EQ(g.inputs.size(), 13u);
+  EXPECT_EQ(g.outputs.size(), 2u + 4u + 4u);
+  EXPECT_TRUE(g.is_hir_free());
+  Tensor x(DType::f32, {4, 6}), y(DType::i64, {4});
+  for (int i = 0; i < 24; ++i) x.set(i, std::sin(i));
+  for (int i = 0; i < 4; ++i) y.set_int(i, i % 3);
+  std::set<const void*> seen;
+  for (int s = 0; s < 6; ++s) {
+    tr.step({x, y});
+    seen.insert(tr.params()[0].raw());
+    seen.insert(tr.state()[0].raw());
+  }
+  EXPECT_EQ(seen.size(), 4u);  // two ping-pong sets of (param, state), nothing new per step
+  EXPECT_EQ(tr.compiled().cache_size(), 1);
+}
+
+TEST(TrainStep, CheckpointResumeIsBitIdentical) {
+  auto loss = models::mlp_loss_graph({6, 5, 3}, 4);
+  train::OptimizerConfig c;
+  c.kind = "adam";
+  c.lr = 0.01;
+  Tensor x(DType::f32, {4, 6}), y(DType::i64, {4});
+  for (int i = 0; i < 24; ++i) x.set(i, std::cos(i));
+  for (int i = 0; i < 4; ++i) y.set_int(i, (i * 2) % 3);
+  auto init = models::mlp_init({6, 5, 3}, 2);
+  train::Trainer a(loss, init, c);
+  for (int s = 0; s < 3; ++s) a.step({x, y});
+  std::string path = (std::filesystem::temp_directory_path() / "rlx_train_ckpt.safetensors").string();
+  a.save(path);
+  for (int s = 0; s < 4; ++s) a.step({x, y});
+  train::Trainer b(loss, models::mlp_init({6, 5, 3}, 99), c);
+  b.load(path);
+  EXPECT_EQ(b.step_count(), 3);
+  for (int s = 0; s < 4; ++s) b.step({x, y});
+  for (size_t p = 0; p < a.params().size(); ++p)
+    ASSERT_EQ(std::memcmp(a.params()[p].raw(), b.params()[p].raw(), a.params()[p].nbytes()), 0) << "param " << p;
+}
+
+TEST(Safetensors, RoundTripAndErrors) {
+  std::string path = (std::filesystem::temp_directory_path() / "rlx_st.safetensors").string();
+  Tensor a = Tensor::from(DType::f32, {2, 2}, std::vector<float>{1, 2, 3, 4});
+  Tensor b = Tensor::from(DType::i64, {3}, std::vector<int64_t>{7, 8, 9});
+  train::save_safetensors(path, {{"a", a}, {"b", b}}, {{"k", "v"}});
+  std::vector<std::pair<std::string, std::string>> meta;
+  auto r = train::load_safetensors(path, &meta);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].second.get_int(2), 9);
+  EXPECT_EQ(meta.at(0).second, "v");
+  { std::ofstream(path, std::ios::binary) << "garbage"; }
+  EXPECT_THROW(train::load_safetensors(path), Error);
+}
+
+// The accuracy test of the suite: MLP 784-64-10 on the MNIST 8k/2k split, a few hundred steps.
+TEST(TrainMnist, MlpLearnsMnistSplit) {
+  std::string dir = std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  auto ds = data::load_dataset("mnist", dir);
+  const int64_t B = 64;
+  std::vector<int64_t> sizes = {784, 64, 10};
+  train::OptimizerConfig c;
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  train::Trainer tr(models::mlp_loss_graph(sizes, B), models::mlp_init(sizes, 0), c);
+  Tensor bx(DType::f32, {B, 784}), by(DType::i64, {B});
+  std::mt19937_64 rng(1);
+  std::vector<int64_t> order(8000);
+  std::iota(order.begin(), order.end(), 0);
+  double first = 0, last = 0;
+  for (int s = 0; s < 375; ++s) {  // 3 epochs of 125 steps
+    if (s % 125 == 0) std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t i = 0; i < B; ++i) {
+      int64_t r = order[(s % 125) * B + i];
+      std::memcpy(bx.data<float>() + i * 784, ds.train_x.data<float>() + r * 784, 784 * sizeof(float));
+      by.data<int64_t>()[i] = ds.train_y.get_int(r);
+    }
+    double l = tr.step({bx, by})[0].get(0);
+    if (s < 10) first += l / 10;
+    if (s >= 365) last += l / 10;
+  }
+  EXPECT_LT(last, first * 0.5);
+  CompiledModel eval(models::mlp_loss_graph(sizes, 2000), CompileOptions{});
+  std::vector<Tensor> in(tr.params().begin(), tr.params().end());
+  in.push_back(ds.test_x);
+  in.push_back(ds.test_y);
+  double acc = eval.run(in)[1].get(0) / 2000.0;
+  std::printf("MNIST 2k split accuracy after 375 steps: %.4f\n", acc);
+  EXPECT_GE(acc, 0.90);
+}
