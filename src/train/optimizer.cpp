@@ -5,6 +5,7 @@
 #include "autodiff/autodiff.h"
 #include "passes/passes.h"
 #include "rlx/builder.h"
+#include "rlx/safetensors.h"
 #include "train/train.h"
 
 namespace rlx::ad {
@@ -173,33 +174,36 @@ void Trainer::save(const std::string& path) const {
   for (int i = 0; i < num_params_; ++i) ts.push_back({"param." + std::to_string(i), params()[i]});
   for (int i = 0; i < num_params_; ++i)
     for (int j = 0; j < S; ++j) ts.push_back({"state." + std::to_string(i) + "." + std::to_string(j), state()[i * S + j]});
-  save_safetensors(path, ts, {{"step", std::to_string(step_)}, {"optimizer", opt_.kind}, {"format", "rlx-train-v1"}});
+  write_safetensors(path, ts, {{"step", std::to_string(step_)}, {"optimizer", opt_.kind}, {"format", "rlx-train-v1"}});
 }
 
 void Trainer::load(const std::string& path) {
-  std::vector<std::pair<std::string, std::string>> meta;
-  auto ts = load_safetensors(path, &meta);
+  SafeTensors file = SafeTensors::open(path);
   int S = state_per_param(opt_);
-  auto find = [&](const std::string& name, const Tensor& like) -> const Tensor& {
-    for (auto& [n, t] : ts)
-      if (n == name) {
-        RLX_CHECK(t.dtype() == like.dtype() && t.shape() == like.shape(), "[checkpoint] ", path, ": tensor '", name,
-                  "' has the wrong dtype/shape");
-        return t;
-      }
-    fail("[checkpoint] ", path, ": missing tensor '", name, "'");
+  auto find = [&](const std::string& name, const Tensor& like) {
+    RLX_CHECK(file.has(name), "[checkpoint] ", path, ": missing tensor '", name, "'");
+    Tensor t = file.get(name);
+    RLX_CHECK(t.dtype() == like.dtype() && t.shape() == like.shape(), "[checkpoint] ", path, ": tensor '", name,
+              "' has the wrong dtype/shape");
+    return t;
   };
   auto& set = sets_[cur_];
   for (int i = 0; i < num_params_; ++i) {
-    const Tensor& t = find("param." + std::to_string(i), set.params[i]);
+    Tensor t = find("param." + std::to_string(i), set.params[i]);
     std::memcpy(set.params[i].raw(), t.raw(), t.nbytes());
     for (int j = 0; j < S; ++j) {
-      const Tensor& s = find("state." + std::to_string(i) + "." + std::to_string(j), set.state[i * S + j]);
+      Tensor s = find("state." + std::to_string(i) + "." + std::to_string(j), set.state[i * S + j]);
       std::memcpy(set.state[i * S + j].raw(), s.raw(), s.nbytes());
     }
   }
-  for (auto& [k, v] : meta)
-    if (k == "step") step_ = std::stoll(v);
+  auto meta = file.metadata();
+  auto step = meta.find("step");
+  RLX_CHECK(step != meta.end(), "[checkpoint] ", path, ": no 'step' in the metadata");
+  try {
+    step_ = std::stoll(step->second);
+  } catch (const std::exception&) {
+    fail("[checkpoint] ", path, ": step '", step->second, "' is not an integer");
+  }
 }
 
 }  // namespace rlx::train

@@ -79,10 +79,4 @@ class Trainer {
   std::vector<Tensor> in_[2], out_[2];
 };
 
-// safetensors (little-endian; header JSON + raw bytes).
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::vector<std::pair<std::string, std::string>>& metadata = {});
-std::vector<std::pair<std::string, Tensor>> load_safetensors(const std::string& path,
-                                                             std::vector<std::pair<std::string, std::string>>* metadata = nullptr);
-
 }  // namespace rlx::train
