@@ -133,10 +133,15 @@ class Legalizer {
       case DispatchPath::Rewritten: {
         std::vector<ValueId> cin;
         DType to = promotion_target(dt);
-        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? b.convert(x, to) : x);
+        // The inserted converts go through emit like any node, so they are checked and reported.
+        auto convert = [&](ValueId x, DType t) {
+          Node c{OpKind::Convert, {}, {}, {{"to", t}}, n.name};
+          return emit(b, c, {x})[0];
+        };
+        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? convert(x, to) : x);
         auto cout = emit(b, promoted(n, to), cin);
         for (size_t i = 0; i < cout.size(); ++i)
-          if (out[i].dtype == dt) cout[i] = b.convert(cout[i], dt);
+          if (out[i].dtype == dt) cout[i] = convert(cout[i], dt);
         return cout;
       }
       default: break;

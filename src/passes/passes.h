@@ -1,6 +1,7 @@
 // Graph-to-graph passes. Each takes a graph and returns a new one; inputs are never modified.
 #pragma once
 #include <functional>
+#include <map>
 
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
@@ -29,5 +30,21 @@ Graph fold_constants(const Graph& g, int64_t max_elems = 1 << 16);
 // Elementwise fusion groups: group id per node (-1 = not fused); nodes of a group share one output
 // shape and form a chain whose intermediate values have a single consumer.
 std::vector<int> plan_fusion(const Graph& g);
+
+
+// The common skeleton of passes that rebuild a graph node by node: inputs keep their names (their
+// shapes may be rewritten), copied nodes keep their output value names, outputs are remapped.
+struct GraphRebuild {
+  const Graph& src;
+  Graph dst;
+  std::map<ValueId, ValueId> map;  // src value -> dst value
+  explicit GraphRebuild(const Graph& g, const Bindings* bind = nullptr);
+  std::vector<ValueId> inputs_of(const Node& n) const;
+  // Adds `n` with new inputs/attrs and records its outputs (names carried over).
+  std::vector<ValueId> copy(const Node& n, const std::vector<ValueId>& ins, const Attrs& attrs);
+  // Records that src node `n`'s outputs are `outs` in dst (names carried over).
+  void bind(const Node& n, const std::vector<ValueId>& outs);
+  Graph finish();
+};
 
 }  // namespace rlx

@@ -1,30 +1,18 @@
 // specialize-shapes: binds symbolic dims to sizes and re-runs shape inference, so later passes
 // see concrete shapes. Dims attributes (reshape/broadcast/iota targets) are bound too.
-#include <map>
-
 #include "passes/passes.h"
 
 namespace rlx {
 
 Graph specialize_shapes(const Graph& g, const Bindings& b) {
-  Graph r;
-  r.name = g.name;
-  std::map<ValueId, ValueId> m;
-  for (auto i : g.inputs) m[i] = r.add_input(g.values[i].name, g.type(i).dtype, bind_shape(g.type(i).shape, b));
+  GraphRebuild r(g, &b);
   for (auto& n : g.nodes) {
-    std::vector<ValueId> ins;
-    for (auto v : n.inputs) ins.push_back(m.at(v));
     Attrs a = n.attrs;
     for (auto& [k, v] : a)
       if (auto* s = std::get_if<Shape>(&v.v)) v = Attr(bind_shape(*s, b));
-    auto outs = r.add_node(n.op, ins, a, n.name);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      m[n.outputs[i]] = outs[i];
-      r.values[outs[i]].name = g.values[n.outputs[i]].name;
-    }
+    r.copy(n, r.inputs_of(n), a);
   }
-  for (auto o : g.outputs) r.outputs.push_back(m.at(o));
-  return r;
+  return r.finish();
 }
 
 Bindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
