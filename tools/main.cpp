@@ -15,6 +15,11 @@
 
 namespace rlx::cli {
 
+// [issue 4] .rten models: tools/rten_cmds.cpp
+bool is_rten_file(const std::string& path);
+Graph load_rten_file(const std::string& path, const Args& a);
+int inspect_rten_file(const Args& a);
+
 Args parse_args(int argc, char** argv, int first) {
   Args a;
   for (int i = first; i < argc; ++i) {
@@ -91,7 +96,7 @@ static int cmd_devices(const Args&) {
 static int cmd_compile(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx compile FILE.rlx [--device D] [--report] [--dump=hir|mir|lir] "
                                       "[--bind sym=N,...] [--force-common=Op,...] [--force-native=Op,...]");
-  Graph g = load_model_file(a.positional[0], a);
+  Graph g = is_rten_file(a.positional[0]) ? load_rten_file(a.positional[0], a) : load_model_file(a.positional[0], a);  // [issue 4] rten
   CompiledModel m(std::move(g), compile_options(a));
   Bindings b = bindings(a);
   bool report = a.has("report") || (std::getenv("RLX_DISPATCH_REPORT") && std::string(std::getenv("RLX_DISPATCH_REPORT")) == "1");
@@ -105,7 +110,7 @@ static int cmd_compile(const Args& a) {
 
 static int cmd_run(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx run FILE.rlx --input name=file.npy ... [--output out.npz] [--device D]");
-  Graph g = load_model_file(a.positional[0], a);
+  Graph g = is_rten_file(a.positional[0]) ? load_rten_file(a.positional[0], a) : load_model_file(a.positional[0], a);  // [issue 4] rten
   CompiledModel m(std::move(g), compile_options(a));
   std::map<std::string, Tensor> inputs;
   for (auto& v : a.all("input")) {
@@ -156,8 +161,9 @@ static void usage() {
       "  rlx inspect FILE.gguf                GGUF metadata and tensor table\n"
       "  rlx generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new 32]  Qwen3 token ids (KV cache)\n"
       "  rlx inspect MODEL.onnx               inputs/outputs/opsets/op histogram (FILE.onnx also works for compile/run)\n"
+      "  rlx inspect MODEL.rten               rten model summary (FILE.rten also works for compile/run)\n"
       "  rlx onnx-suite NODE_DIR              ONNX backend node tests; --xfail list --json out.json --write-xfail list\n"
-      "  rlx train-mnist --data fashion|mnist --model mlp|cnn --epochs N --batch B   train (tools/train_mnist.cpp)\n"
+      "  rlx train-mnist --data fashion|mnist --model mlp|cnn --epochs N --batch B [--device D]   train (tools/train_mnist.cpp)\n"
       "  rlx ops [--write docs/ops.md]        conformance of every op x dtype on runnable devices\n"
       "                                       against the reference, plus the support matrix\n"
       "  rlx embed --model DIR \"s1\" \"s2\"    sentence embeddings (BERT); --similarity, --file F --output E.npy\n"
@@ -182,6 +188,7 @@ int main(int argc, char** argv) {
     if (cmd == "ops") return cmd_ops(a);
     if (cmd == "embed") return cmd_embed(argc - 2, argv + 2);
     if (cmd == "inspect" && a.positional.size() == 1 && is_gguf_path(a.positional[0])) return inspect_gguf(a);  // issue 5
+    if (cmd == "inspect" && a.positional.size() == 1 && is_rten_file(a.positional[0])) return inspect_rten_file(a);  // [issue 4] rten
     if (cmd == "generate") return cmd_generate(a);  // issue 5: tools/generate.cpp
     if (cmd == "inspect") return cmd_inspect(a);  // ONNX: tools/onnx_cmds.cpp
     if (cmd == "onnx-suite") return cmd_onnx_suite(a);

@@ -73,7 +73,13 @@ int cmd_train_mnist(const Args& a) {
   std::vector<int64_t> sizes = parse_sizes(a.get("hidden", "128"));
   Graph loss = model == "mlp" ? models::mlp_loss_graph(sizes, batch) : models::cnn_loss_graph(batch);
   std::vector<Tensor> init = model == "mlp" ? models::mlp_init(sizes, seed) : models::cnn_init(seed);
-  train::Trainer tr(loss, init, opt, sched, co);
+  train::AmpConfig amp;  // --amp bf16|f16: the amp pass (src/train/amp.cpp); --report prints its choices
+  std::string amp_s = a.get("amp", "");
+  RLX_CHECK(amp_s.empty() || amp_s == "bf16" || amp_s == "f16" || amp_s == "f32", "[train-mnist] --amp must be bf16 or f16");
+  if (amp_s == "bf16") amp.dtype = DType::bf16;
+  if (amp_s == "f16") amp.dtype = DType::f16;
+  train::Trainer tr(loss, init, opt, sched, co, amp);
+  if (a.has("report") && amp.dtype != DType::f32) std::printf("%s", tr.amp_report().table().c_str());
   if (a.has("resume")) tr.load(a.get("resume"));
   if (a.has("bench-steps")) {  // bench/mnist_train.py: timed steps over the unshuffled training set
     int64_t n = std::stoll(a.get("bench-steps", "50")), warm = 5;
@@ -152,6 +158,9 @@ int cmd_train_mnist(const Args& a) {
   }
   std::printf("final test accuracy %.4f; training throughput %.0f img/s\n", epoch_acc.back(),
               double(total_images) / total_time);
+  if (amp.loss_scaling())
+    std::printf("amp f16: loss scale %g, %lld steps skipped (non-finite gradients)\n", tr.loss_scale(),
+                (long long)tr.skipped_steps());
   std::string ckpt = a.get("checkpoint", "rlx_mnist.safetensors");
   if (ckpt != "none") {
     tr.save(ckpt);

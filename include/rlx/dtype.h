@@ -18,14 +18,17 @@ namespace rlx {
   X(i16, 2, kSigned)        \
   X(i32, 4, kSigned)        \
   X(i64, 8, kSigned)        \
-  X(boolean, 1, kBool)
+  X(boolean, 1, kBool)      \
+  X(u16, 2, kUnsigned)      \
+  X(u32, 4, kUnsigned)      \
+  X(u64, 8, kUnsigned)
 
 enum class DType : uint8_t {
 #define X(name, size, cls) name,
   RLX_DTYPES(X)
 #undef X
 };
-constexpr int kNumDTypes = 11;
+constexpr int kNumDTypes = 14;  // u16/u32/u64 appended (issue 4) so earlier ids stay stable
 
 enum class DClass : uint8_t { kFloat, kComplex, kSigned, kUnsigned, kBool };
 
@@ -63,7 +66,7 @@ struct DTypeSet {
   std::string str() const;  // "{f32,f16}"
   static DTypeSet all() { return DTypeSet((1u << kNumDTypes) - 1); }
   static DTypeSet floats();    // f32 f16 bf16 f64
-  static DTypeSet ints();      // i8 u8 i16 i32 i64
+  static DTypeSet ints();      // i8 u8 i16 i32 i64 u16 u32 u64
   static DTypeSet numeric();   // floats + ints + c64
   static DTypeSet real();      // floats + ints
   static DTypeSet of(std::initializer_list<DType> l) {

@@ -44,7 +44,8 @@ class Tensor {
   void set(int64_t i, double v);
   std::complex<double> getc(int64_t i) const;
   void setc(int64_t i, std::complex<double> v);
-  int64_t get_int(int64_t i) const;  // exact for i64
+  int64_t get_int(int64_t i) const;  // exact for i64 (u64: the same 64 bits)
+  uint64_t get_uint(int64_t i) const;  // exact for u64 and every non-negative integer
   void set_int(int64_t i, int64_t v);
 
   Tensor reshaped(std::vector<int64_t> shape) const;  // shares storage

@@ -43,7 +43,7 @@ __all__ = [
 _NUMPY = {
     "f32": np.float32, "f16": np.float16, "bf16": np.float32, "f64": np.float64,
     "c64": np.complex64, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32,
-    "i64": np.int64, "bool": np.bool_,
+    "i64": np.int64, "bool": np.bool_, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
 }
 _FROM_NUMPY = {np.dtype(v): k for k, v in _NUMPY.items() if k != "bf16"}
 
@@ -359,3 +359,7 @@ def write_npz(path: str, arrays: Union[Mapping[str, Any], Sequence[tuple]]) -> N
     """Writes a .npz archive (stored entries, in order) atomically."""
     items = arrays.items() if isinstance(arrays, Mapping) else arrays
     _rlx.write_npz(str(path), {str(k): _array(v) for k, v in items})
+
+
+# [issue 6] training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
+from . import train  # noqa: E402

@@ -16,6 +16,11 @@
 #include "rlx/reference.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
+// [issue 6] training: autodiff transforms, the compiled train step, the MNIST model builders.
+#include "autodiff/autodiff.h"
+#include "models/mlp.h"
+#include "rlx/builder.h"
+#include "train/train.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -45,6 +50,9 @@ dl::dtype to_dl(DType t) {
     case DType::i32: return mk(dl::dtype_code::Int, 32);
     case DType::i64: return mk(dl::dtype_code::Int, 64);
     case DType::boolean: return mk(dl::dtype_code::Bool, 8);
+    case DType::u16: return mk(dl::dtype_code::UInt, 16);  // [issue 4: dtypes]
+    case DType::u32: return mk(dl::dtype_code::UInt, 32);
+    case DType::u64: return mk(dl::dtype_code::UInt, 64);
   }
   return {};
 }
@@ -534,4 +542,80 @@ NB_MODULE(_rlx, m) {
     }
     write_npz(p, v);
   }, "path"_a, "arrays"_a);
+
+  // ---- [issue 6] training ----------------------------------------------------------------------
+  m.def("value_and_grad", [](const Graph& g, const std::vector<int>& wrt) { return ad::value_and_grad(g, wrt); },
+        "graph"_a, "wrt"_a = std::vector<int>{});
+  m.def("grad", [](const Graph& g, const std::vector<int>& wrt) { return ad::grad(g, wrt); }, "graph"_a,
+        "wrt"_a = std::vector<int>{});
+  m.def("classification_head",
+        [](Graph& g, int64_t logits, int64_t labels) {
+          check_value(g, logits, "classification_head logits");
+          check_value(g, labels, "classification_head labels");
+          Builder b(g);
+          auto r = models::classification_head(b, static_cast<ValueId>(logits), static_cast<ValueId>(labels));
+          return std::vector<int64_t>(r.begin(), r.end());
+        },
+        "graph"_a, "logits"_a, "labels"_a);
+  m.def("mlp_loss_graph", [](const std::vector<int64_t>& sizes, int64_t batch) { return models::mlp_loss_graph(sizes, batch); },
+        "sizes"_a, "batch"_a);
+  m.def("mlp_init",
+        [](const std::vector<int64_t>& sizes, uint64_t seed) { return to_list(models::mlp_init(sizes, seed)); },
+        "sizes"_a, "seed"_a = 0);
+  nb::class_<train::Trainer>(m, "Trainer")
+      .def("__init__",
+           [](train::Trainer* self, const Graph& loss, const nb::list& params, const std::string& optimizer, double lr,
+              double momentum, bool nesterov, double weight_decay, const std::string& schedule, int64_t warmup,
+              int64_t total, const std::string& device, const std::string& amp) {
+             std::vector<Tensor> init;
+             for (size_t i = 0; i < params.size(); ++i) {
+               std::string what = "parameter " + std::to_string(i);
+               init.push_back(to_tensor(as_array(params[i], what), std::nullopt, what));
+             }
+             train::OptimizerConfig o;
+             o.kind = optimizer;
+             o.lr = lr;
+             o.momentum = momentum;
+             o.nesterov = nesterov;
+             o.weight_decay = weight_decay;
+             train::LrSchedule s;
+             s.kind = schedule;
+             s.warmup = warmup;
+             s.total = total;
+             CompileOptions co;
+             co.device = device;
+             train::AmpConfig a;
+             RLX_CHECK(amp == "f32" || amp == "bf16" || amp == "f16", "[python] amp must be f32, bf16 or f16, got '", amp, "'");
+             a.dtype = dtype_of(amp);
+             nb::gil_scoped_release nogil;
+             new (self) train::Trainer(loss, std::move(init), o, s, co, a);
+           },
+           "loss"_a, "params"_a, "optimizer"_a = "sgd", "lr"_a = 0.1, "momentum"_a = 0.0, "nesterov"_a = false,
+           "weight_decay"_a = 0.0, "schedule"_a = "constant", "warmup"_a = 0, "total"_a = 0, "device"_a = "cpu", "amp"_a = "f32")
+      .def("step",
+           [](train::Trainer& t, const nb::list& data) {
+             std::vector<Tensor> in;
+             for (size_t i = 0; i < data.size(); ++i) {
+               std::string what = "data input " + std::to_string(i);
+               in.push_back(to_tensor(as_array(data[i], what), std::nullopt, what));
+             }
+             std::vector<Tensor> out;
+             {
+               nb::gil_scoped_release nogil;
+               out = t.step(in);
+             }
+             return to_list(out);
+           },
+           "data"_a)
+      .def("params", [](const train::Trainer& t) { return to_list(t.params()); })
+      .def("state", [](const train::Trainer& t) { return to_list(t.state()); })
+      .def_prop_ro("step_count", &train::Trainer::step_count)
+      .def_prop_ro("lr", &train::Trainer::current_lr)
+      .def("step_graph", [](const train::Trainer& t) { return t.step_graph(); })
+      .def("save", &train::Trainer::save, "path"_a)
+      .def("load", &train::Trainer::load, "path"_a)
+      .def("profile", [](train::Trainer& t) { return t.compiled().profile(); })
+      .def("amp_report", [](const train::Trainer& t) { return t.amp_report().table(); })
+      .def_prop_ro("loss_scale", &train::Trainer::loss_scale)
+      .def_prop_ro("skipped_steps", &train::Trainer::skipped_steps);
 }

@@ -1,14 +1,25 @@
 #!/bin/bash
 # One call on the lent H200 (the `device` tool; see docs/devices/cuda.md): build from source, then
-#   rlx devices | cuda unit tests | conformance on cuda | MiniLM benchmark vs PyTorch.
-# Everything lands under $OUT (log.txt, ops_cuda.txt, tests.txt, h200_minilm.json, profiles).
+#   rlx devices | cuda unit tests | conformance on cuda | attention vs PyTorch SDPA |
+#   MiniLM benchmark vs PyTorch | MNIST MLP training vs PyTorch CUDA and JAX.
+# $OUT gets log.txt, the results JSONs and all.tgz (everything else: tests, ops, profiles), since
+# the device tool brings back at most 8 files.
 # Carry build-cuda/devcarry (GoogleTest headers + static libs from the dev machine).
-# STAGES (default "build devices tests ops bench") picks a subset.
+# STAGES (default "build devices tests ops attn mnist bench") picks a subset; the MiniLM bench runs
+# last since torch.compile (max-autotune) takes minutes per shape (PEER_BUDGET_S caps it).
 set -u
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
+if [ -z "${RLX_INNER:-}" ]; then  # run the stages under a time budget, then pack what exists
+  RLX_INNER=1 timeout -k 5 "${BUDGET_S:-570}" bash "$0"
+  rc=$?
+  [ $rc = 124 ] && echo "=== time budget (${BUDGET_S:-570} s) spent: packing partial results" | tee -a "$OUT/log.txt"
+  cd "$OUT" && tar czf /tmp/all.tgz --exclude=log.txt --exclude='h200_*.json' . 2>/dev/null &&
+    find . -mindepth 1 ! -name log.txt ! -name 'h200_*.json' -delete && mv /tmp/all.tgz "$OUT/all.tgz"
+  exit $rc
+fi
 exec > >(tee "$OUT/log.txt") 2>&1
-STAGES=${STAGES:-build devices tests ops bench}
+STAGES=${STAGES:-build devices tests ops attn mnist bench}
 ROOT=$PWD
 B=/tmp/rlx-device-build
 export RLX_CACHE_DIR=/tmp/rlx-cache
@@ -21,7 +32,7 @@ if has build; then
   stamp build
   set -o pipefail
   if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
-         ninja -C $B -j "$(nproc)" rlx h200_minilm $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
+         ninja -C $B -j "$(nproc)" rlx h200_minilm h200_mnist h200_attention $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
     stamp "build FAILED: stopping (nothing below would measure RLX)"
     exit 1
   fi
@@ -41,6 +52,20 @@ if has ops; then
   $RLX ops --device cuda > "$OUT/ops_cuda.txt" 2>&1
   echo "rc=$?" >> "$OUT/ops_cuda.txt"
   grep -v " pass " "$OUT/ops_cuda.txt" | grep -E "FAIL|conformance|rc=" | head -60
+fi
+if has attn; then
+  stamp "attention vs SDPA"
+  mkdir -p "$OUT/attn"
+  $B/bin/h200_attention "$OUT/attn" 200
+  PYTHONUNBUFFERED=1 python3 bench/h200_attention.py "$OUT/attn" "$OUT/h200_attention.json" 200
+fi
+if has mnist; then
+  stamp "mnist: rlx"
+  mkdir -p "$OUT/mnist"
+  $B/bin/h200_mnist "$OUT/mnist" "128;512,512" "128,1024" "${MNIST_STEPS:-2000}"
+  cat "$OUT"/mnist/rlx_profile_*.txt 2>/dev/null | head -40
+  stamp "mnist: peers"
+  PYTHONUNBUFFERED=1 python3 bench/h200_mnist.py "$OUT/mnist" "$OUT/h200_mnist.json" "${MNIST_STEPS:-2000}"
 fi
 if has bench; then
   stamp "bench: weights"

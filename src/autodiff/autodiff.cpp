@@ -46,6 +46,8 @@ ValueId zeros(Builder& b, const ValueType& t) {
 
 }  // namespace
 
+bool is_stop_gradient(const Node& n) { return n.name.rfind(kStopGradient, 0) == 0; }
+
 // Emits f (already HIR-free) and its reverse pass into b's graph. `seeds` holds one cotangent per
 // f output (-1 = none). Returns f's outputs followed by the gradients of the `wrt` inputs.
 std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<ValueId>& inputs,
@@ -77,7 +79,7 @@ std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<Valu
       gs.push_back(ct[o]);
       any |= ct[o] >= 0;
     }
-    if (!any || is_nondifferentiable(n.op)) continue;
+    if (!any || is_nondifferentiable(n.op) || is_stop_gradient(n)) continue;
     VjpRule rule = vjp_rule(n.op);
     RLX_CHECK(rule != nullptr, "[autodiff] node ", f.node_label(n), ": op '", op_name(n.op),
               "' has no VJP rule");

@@ -30,6 +30,12 @@ Graph vmap(const Graph& f, int64_t size, std::vector<int> batched = {});
 // Emits a copy of `src` into `b`'s graph with src inputs bound to `inputs`; returns its outputs.
 std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vector<ValueId>& inputs);
 
+// Stop-gradient: nodes whose origin (Node::name, Builder::set_origin) starts with "stop_gradient"
+// pass no cotangent to their inputs. Used where a value's gradient is known to cancel, e.g. the
+// max subtracted for a stable log-softmax (models/mlp.cpp), so the backward pass stays closed-form.
+inline constexpr const char* kStopGradient = "stop_gradient";
+bool is_stop_gradient(const Node& n);
+
 // Coverage: true when `op` has a VJP rule (or is a non-differentiable primitive with a zero rule).
 bool has_vjp(OpKind op);
 bool is_nondifferentiable(OpKind op);

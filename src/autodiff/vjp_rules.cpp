@@ -118,7 +118,18 @@ Vs minmax(Builder& b, const Vs& x, const Vs& g, OpKind cmp) {
   ValueId z = sc(b, 0, g[0]);
   return {unbroadcast(b, b.select(m, g[0], z), x[0]), unbroadcast(b, b.select(m, z, g[0]), x[1])};
 }
-Vs vjp_max(Builder& b, const Node&, const Vs& x, const Vs&, const Vs& g) { return minmax(b, x, g, OpKind::Ge); }
+// max(a, constant) (ReLU and clamps): the mask comes from the output, y > c, so the pre-activation
+// need not stay alive for the backward pass and the forward add+max fuse into one region. It
+// differs from the general rule only at a == c, where it gives the zero gradient (PyTorch's relu).
+Vs vjp_max(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  const Graph& gr = b.graph();
+  int32_t p = gr.values[x[1]].producer;
+  if (p >= 0 && gr.nodes[p].op == OpKind::Constant) {
+    ValueId m = b.op1(OpKind::Gt, {y[0], x[1]});
+    return {unbroadcast(b, b.select(m, g[0], sc(b, 0, g[0])), x[0]), -1};
+  }
+  return minmax(b, x, g, OpKind::Ge);
+}
 Vs vjp_min(Builder& b, const Node&, const Vs& x, const Vs&, const Vs& g) { return minmax(b, x, g, OpKind::Le); }
 Vs vjp_rem(Builder& b, const Node&, const Vs& x, const Vs&, const Vs& g) {  // a - trunc(a/b)*b
   ValueId q = b.div(x[0], x[1]);
@@ -154,6 +165,43 @@ Vs vjp_reduce_extremum(Builder& b, const Node& n, const Vs& x, const Vs& y, cons
   ValueId cnt = b.reduce(OpKind::ReduceSum, mask, axes, true);
   ValueId gk = b.div(b.reshape(g[0], to_shape(keep_shape(xd, axes))), cnt);
   return one(b.mul(mask, expand_back(b, gk, xd, axes)));
+}
+// reduce_window (max-pool, sum-pool) for non-overlapping windows (stride == window, no padding),
+// the pooling layers of CNNs: the cotangent is upsampled (broadcast + reshape) onto the windows'
+// elements; max/min route it to the extreme element(s), shared evenly among ties like reduce_max.
+// Input rows past the last whole window get zero. Other configurations are rejected by name.
+Vs vjp_reduce_window(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
+  Ints xd = dims(b, x[0]), yd = dims(b, y[0]);
+  int64_t r = static_cast<int64_t>(xd.size());
+  Ints win = attr_ints(n, "window"), st = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
+  if (st.empty()) st.assign(static_cast<size_t>(r), 1);
+  bool ok = static_cast<int64_t>(win.size()) == r;
+  for (int64_t i = 0; ok && i < r; ++i) ok = st[i] == win[i] && yd[i] == xd[i] / win[i];
+  for (auto p : pads) ok = ok && p == 0;
+  RLX_CHECK(ok, "[autodiff] reduce_window: VJP implemented for non-overlapping windows (strides == window, "
+                "no padding) only");
+  const std::string& kind = attr_str(n, "kind");
+  Ints split, core, odd, even, lo(static_cast<size_t>(r), 0), hi(static_cast<size_t>(r), 0);
+  bool cut = false;
+  for (int64_t i = 0; i < r; ++i) {
+    split.push_back(yd[i]);
+    split.push_back(win[i]);
+    core.push_back(yd[i] * win[i]);
+    even.push_back(2 * i);
+    odd.push_back(2 * i + 1);
+    hi[i] = xd[i] - core[i];
+    cut |= hi[i] != 0;
+  }
+  auto up = [&](ValueId v) { return b.reshape(b.broadcast_in_dim(v, to_shape(split), even), to_shape(core)); };
+  ValueId gc = up(g[0]);
+  if (kind != "sum") {
+    ValueId xc = cut ? b.op1(OpKind::Slice, {x[0]}, {{"start", lo}, {"limit", core}}) : x[0];
+    ValueId mask = b.convert(b.op1(OpKind::Eq, {xc, up(y[0])}), b.dtype(x[0]));
+    ValueId cnt = b.reduce(OpKind::ReduceSum, b.reshape(mask, to_shape(split)), odd, false);
+    gc = b.mul(mask, up(b.div(g[0], cnt)));
+  }
+  if (cut) gc = b.op1(OpKind::Pad, {gc}, {{"low", lo}, {"high", hi}});
+  return one(gc);
 }
 Vs vjp_reduce_prod(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
   Ints xd = dims(b, x[0]);
@@ -392,6 +440,7 @@ struct RuleTable {
     set(OpKind::Select, vjp_select);
     set(OpKind::ReduceSum, vjp_reduce_sum);
     set(OpKind::ReduceMax, vjp_reduce_extremum);
+    set(OpKind::ReduceWindow, vjp_reduce_window);  // issue 6: max/sum pooling (non-overlapping)
     set(OpKind::ReduceMin, vjp_reduce_extremum);
     set(OpKind::ReduceProd, vjp_reduce_prod);
     set(OpKind::Cumsum, vjp_cumsum);

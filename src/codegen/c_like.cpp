@@ -64,7 +64,9 @@ bool is_reduce(O op) {
 
 bool CLikeRenderer::has_kernel(OpKind op, DType t) const {
   if (ctype(t).empty()) return false;
-  if (t == DType::i64 && ctype(t) != "long") return false;  // GLSL reads i64 index inputs only
+  // GLSL keeps i64 in buffers only (low word read, sign-extended write): convert is its one kernel;
+  // dispatch narrows other i64 ops to i32.
+  if (t == DType::i64 && ctype(t) != "long") return op == O::Convert;
   if (t == DType::c64) return false;
   const bool compute = t == DType::f32 || t == DType::i32 || (t == DType::f64 && ctype(t) == "double") ||
                        (t == DType::i64 && ctype(t) == "long");
@@ -72,7 +74,8 @@ bool CLikeRenderer::has_kernel(OpKind op, DType t) const {
   if (is_movement(op)) return true;
   if (is_elementwise(op)) return compute || t == DType::boolean;
   if (is_reduce(op) || op == O::DotGeneral || op == O::ScatterAdd) return compute;
-  if (op == O::Softmax || op == O::LayerNorm || op == O::Attention) return is_float(t) && compute;
+  if (op == O::Softmax || op == O::LayerNorm || op == O::Attention || op == O::Conv) return is_float(t) && compute;
+  if (op == O::ReduceWindow || op == O::Sort || op == O::TopK) return compute;
   return false;
 }
 
@@ -195,6 +198,7 @@ std::string CLikeRenderer::body_library(const LirKernel& k, const std::vector<Va
   if (is_reduce(k.op) || k.op == O::ScatterAdd) return k_reduce(k, in, out, rk, shared);
   if (k.op == O::DotGeneral) return k_dot(k, in, out, rk, shared);
   if (k.op == O::Softmax || k.op == O::LayerNorm || k.op == O::Attention) return k_nn(k, in, out, rk, shared);
+  if (k.op == O::Conv || k.op == O::ReduceWindow || k.op == O::Sort || k.op == O::TopK) return k_window(k, in, out, rk);
   if (is_elementwise(k.op)) {  // an unfused elementwise op: a one-node body
     Graph g;
     std::vector<ValueId> ins;

@@ -1,8 +1,10 @@
 // GLSL 4.50 compute, shared by vulkan (compiled to SPIR-V) and opengl (compiled by the driver).
 // Every buffer is a `uint d[]` SSBO: 32-bit dtypes are bit casts, 8/16-bit dtypes are unpacked
 // from their word and stored with atomicAnd/atomicOr (neighbouring elements share a word), so
-// neither API needs 8/16-bit storage extensions. No i64/f64/c64 buffers (i64 index inputs are
-// read through their low word, which holds every in-range index).
+// neither API needs 8/16-bit storage extensions. i64 buffers hold full 64-bit values but kernels
+// see 32 bits: loads read the low word, stores write the int sign-extended. Only convert is
+// claimed for i64; dispatch narrows every other i64 op to i32 (src/dispatch/legalize.cpp), exact
+// while values fit in 32 bits. No f64/c64 buffers.
 #include <sstream>
 
 #include "codegen/renderer.h"
@@ -88,7 +90,10 @@ class GlslRenderer : public CLikeRenderer {
         case DType::i32:
           os << "#define LD" << I << "(I_) int(" << b << ".d[(I_)])\n#define ST" << I << "(I_, V_) " << b << ".d[(I_)] = uint(V_)\n";
           break;
-        case DType::i64: os << "#define LD" << I << "(I_) int(" << b << ".d[2 * (I_)])\n"; break;
+        case DType::i64:
+          os << "#define LD" << I << "(I_) int(" << b << ".d[2 * (I_)])\n#define ST" << I << "(I_, V_) { int i_ = (I_); int v_ = (V_); "
+             << b << ".d[2 * i_] = uint(v_); " << b << ".d[2 * i_ + 1] = uint(v_ >> 31); }\n";
+          break;
         case DType::f16:
           os << "#define LD" << I << "(I_) unpackHalf2x16(" << b << ".d[(I_) >> 1] >> (uint((I_) & 1) * 16u)).x\n";
           narrow_st(1, "0xffffu", "16u", "f2h(V_)");

@@ -73,15 +73,23 @@ std::string CLikeRenderer::k_dot(const LirKernel& k, const std::vector<ValueType
   for (auto x : nd) N *= x;
   for (auto x : kd) K *= x;
   const std::string T = ctype(in[0].dtype), z = lit(in[0].dtype, 0);
-  int64_t tm = ceil_div(M, kTile), tn = ceil_div(N, kTile);
-  rk.local = kTile * kTile;
-  rk.groups = std::max<int64_t>(1, B * tm * tn);
-  shared = shared_decl(T, "As", kTile * kTile) + shared_decl(T, "Bs", kTile * kTile);
   std::ostringstream os;
   os << "#define A_OFF(b, m, q) (0" << offset_terms("b", bd, lbs) << offset_terms("m", md, lms)
      << offset_terms("q", kd, lks) << ")\n";
   os << "#define B_OFF(b, q, n) (0" << offset_terms("b", bd, rbs) << offset_terms("q", kd, rks)
      << offset_terms("n", nd, rns) << ")\n";
+  if (!tiled_gemm_) {  // one thread per output element, no shared memory and no barriers
+    int64_t total = B * M * N;
+    rk.groups = std::max<int64_t>(1, ceil_div(total, rk.local));
+    os << "int gid = GID;\nif (gid >= " << total << ") return;\nint n = gid % " << N << "; int m = gid / " << N << " % " << M
+       << "; int b = gid / " << M * N << ";\n" << T << " acc = " << z << ";\nfor (int q = 0; q < " << K
+       << "; ++q) acc = acc + LD0(A_OFF(b, m, q)) * LD1(B_OFF(b, q, n));\nST2(gid, acc);\n";
+    return os.str();
+  }
+  int64_t tm = ceil_div(M, kTile), tn = ceil_div(N, kTile);
+  rk.local = kTile * kTile;
+  rk.groups = std::max<int64_t>(1, B * tm * tn);
+  shared = shared_decl(T, "As", kTile * kTile) + shared_decl(T, "Bs", kTile * kTile);
   os << "int lid = LID; int tr = lid / " << kTile << "; int tc = lid % " << kTile << ";\nint g = GRP; int nt = g % " << tn
      << "; g = g / " << tn << "; int mt = g % " << tm << "; int b = g / " << tm << ";\nint m = mt * " << kTile
      << " + tr; int n = nt * " << kTile << " + tc;\n" << T << " acc = " << z << ";\nfor (int k0 = 0; k0 < " << K

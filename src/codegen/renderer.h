@@ -33,6 +33,12 @@ class CLikeRenderer {
   virtual std::string ctype(DType t) const = 0;
   // Whether this renderer has a kernel for the op (library kernels) at input dtype `t`.
   bool has_kernel(OpKind op, DType t) const;
+  // GEMM strategy: shared-memory 16x16 tiles (GPUs, PoCL), or one thread per output with a direct
+  // K loop (CPU-emulated Vulkan/GL: llvmpipe runs a workgroup as one SIMD loop that every
+  // barrier() splits, so barrier-free kernels are far faster there). Set by the API from the
+  // device type; RLX_GPU_GEMM=tiled|direct overrides.
+  void set_tiled_gemm(bool tiled) { tiled_gemm_ = tiled; }
+  bool tiled_gemm() const { return tiled_gemm_; }
   // Renders one LIR kernel; `in`/`out` are the concrete buffer types of its arguments.
   RenderedKernel render(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
                         const std::string& name) const;
@@ -58,6 +64,8 @@ class CLikeRenderer {
   std::string k_reduce(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk, std::string& shared) const;
   std::string k_dot(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk, std::string& shared) const;
   std::string k_nn(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk, std::string& shared) const;
+  bool tiled_gemm_ = true;
+  std::string k_window(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out, RenderedKernel& rk) const;  // conv, reduce_window, sort, topk
 };
 
 std::unique_ptr<CLikeRenderer> make_glsl_renderer();    // GLSL 4.50 compute (vulkan + opengl)

@@ -78,7 +78,8 @@ std::vector<DeviceInfo> build() {
   // cpu: every MIR primitive; f16/bf16 contractions are promoted to f32 (no half GEMM on x86 here).
   DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
                  DeviceStatus::Available, "always available", all_mir(DTypeSet::all())};
-  cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64});
+  cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64,
+                                                   D::u16, D::u32, D::u64});  // [issue 4: dtypes] u* via the generic kernel
   cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
   add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
   add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
@@ -111,7 +112,7 @@ std::vector<DeviceInfo> build() {
                   st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
                   all_mir(cu_types)};
     // An allow-list, so MIR primitives added later are not claimed before a cuda kernel exists
-    // (rng_uniform, conv, reduce_window, cumsum, sort, topk, scatter_add, dequantize have none yet).
+    // (conv, reduce_window, sort, topk, scatter_add, dequantize have none yet).
     const std::set<OpKind> cu_mir = {OpKind::Constant,   OpKind::Iota,       OpKind::ReduceSum,      OpKind::ReduceMax,
                                      OpKind::ReduceMin,  OpKind::ReduceProd, OpKind::ArgMax,         OpKind::ArgMin,
                                      OpKind::DotGeneral, OpKind::Reshape,    OpKind::BroadcastInDim, OpKind::Transpose,
@@ -121,6 +122,9 @@ std::vector<DeviceInfo> build() {
     add_hir(cu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
                       OpKind::Attention}, DTypeSet::of({D::f32, D::f16, D::bf16}));
     add_hir(cu.caps, {OpKind::Embedding}, cu_types);
+    // cumsum (sequential per line) and rng_uniform (splitmix64, float outputs) kernels, issue 7 round 2
+    cu.caps.ops[OpKind::Cumsum] = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64});
+    cu.caps.ops[OpKind::RngUniform] = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64});
     v.push_back(cu);
   }
   // ---- end cuda

@@ -1,6 +1,7 @@
 // The dispatch contract. For each node, in order: native (the device claims op x dtype), common-IR
 // (the op table's decomposition, whose parts are dispatched in turn), rewritten (a structural
-// rewrite: promote a low-precision dtype the device lacks for this op to f32), or a compile error
+// rewrite: promote a low-precision dtype the device lacks for this op to f32, or narrow i64 to i32
+// on a device without 64-bit integer arithmetic), or a compile error
 // that names the node, the device, what was tried, and which devices could run it.
 #include <algorithm>
 #include <map>
@@ -17,6 +18,7 @@ struct Verdict {
   bool ok = false;
   DispatchPath path = DispatchPath::Unsupported;
   std::string why;  // reason it works, or everything that was tried
+  bool narrow = false;  // the rewrite is the i64 -> i32 narrowing (not a promotion)
 };
 
 DType key_dtype(const Node& n, const std::vector<ValueType>& in, const std::vector<ValueType>& out) {
@@ -49,9 +51,62 @@ DType promotion_target(DType t) {
 }
 bool promotable(DType t) { return promotion_target(t) != t; }
 
+// The i64 -> i32 narrowing (issue 8): a device that stores i64 but has no 64-bit integer
+// arithmetic (GLSL on vulkan/opengl: it claims convert for i64 and nothing else) computes every
+// i64 op in i32. i64 values are converted to i32 where they enter (graph inputs: the low word,
+// an exact wrap-around) and back where i64 leaves (sign extension: exact). Unlike the promotions
+// this is exact only while every i64 value fits in 32 bits (token ids, positions, indices,
+// labels); the report says so in a note.
+bool narrows_i64(const DeviceInfo& d) {
+  return d.caps.storage.has(DType::i64) && d.caps.has(OpKind::Convert, DType::i64) && !d.caps.has(OpKind::Add, DType::i64);
+}
+// The converts at the edge of the narrowed region run natively.
+bool narrowing_boundary(const Node& n, const std::vector<ValueType>& in, const std::vector<ValueType>& out) {
+  if (n.op != OpKind::Convert) return false;
+  DType a = in.at(0).dtype, b = out.at(0).dtype;
+  return (a == DType::i64 && b == DType::i32) || (a == DType::i32 && b == DType::i64);
+}
+Node narrowed(const Node& n) {
+  Node p = n;
+  for (auto& [k, a] : p.attrs) {
+    if (std::holds_alternative<DType>(a.v) && std::get<DType>(a.v) == DType::i64) a = Attr(DType::i32);
+    if (std::holds_alternative<Tensor>(a.v) && std::get<Tensor>(a.v).dtype() == DType::i64) {
+      const Tensor& t = std::get<Tensor>(a.v);
+      Tensor w(DType::i32, t.shape());
+      for (int64_t i = 0; i < t.numel(); ++i) w.set_int(i, static_cast<int32_t>(t.get_int(i)));
+      a = Attr(w);
+    }
+  }
+  return p;
+}
+std::vector<ValueType> narrow_types(std::vector<ValueType> in) {
+  for (auto& t : in)
+    if (t.dtype == DType::i64) t.dtype = DType::i32;
+  return in;
+}
+// Whether narrowing changes the node: it reads i64, or an i64 result becomes i32. Ops whose i64
+// result is fixed (argmax indices) keep writing i64 natively (sign-extended, exact).
+bool narrowing_applies(const Node& n, const std::vector<ValueType>& in, const std::vector<ValueType>& out) {
+  for (auto& t : in)
+    if (t.dtype == DType::i64) return true;
+  bool any = false;
+  for (auto& t : out) any |= t.dtype == DType::i64;
+  if (!any) return false;
+  Node p = narrowed(n);
+  std::vector<ValueType> nout;
+  try {
+    nout = infer_types(p.op, narrow_types(in), p.attrs, "[dispatch]");
+  } catch (const Error&) {
+    return false;  // the op insists on i64: no narrowing
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].dtype == DType::i64 && nout[i].dtype != DType::i64) return true;
+  return false;
+}
+
 class Legalizer {
  public:
-  Legalizer(const DeviceInfo& dev, const DispatchOptions& opts) : dev_(dev), opts_(opts) {}
+  Legalizer(const DeviceInfo& dev, const DispatchOptions& opts) : dev_(dev), opts_(opts), narrow_i64_(narrows_i64(dev)) {}
 
   // Whether (and how) the node can run, without emitting anything.
   Verdict check(const Node& n, const std::vector<ValueType>& in, int depth = 0) {
@@ -64,6 +119,12 @@ class Legalizer {
         return {false, DispatchPath::Unsupported,
                 "every path produces " + std::string(dtype_name(t.dtype)) + " values and " + dev_.name + " has no " +
                     std::string(dtype_name(t.dtype)) + " buffers (no rewrite moves an output dtype)"};
+    if (narrow_i64_ && !narrowing_boundary(n, in, out) && narrowing_applies(n, in, out)) {
+      Verdict v = check(narrowed(n), narrow_types(in), depth + 1);
+      if (!v.ok) return {false, DispatchPath::Unsupported, "rewritten: narrowed i64 -> i32 still fails (" + v.why + ")"};
+      return {true, DispatchPath::Rewritten,
+              "narrowed i64 -> i32 (" + dev_.name + " has no 64-bit integer arithmetic; exact within int32 range)", true};
+    }
     std::vector<std::string> tried;
     bool force_common = opts_.force_common.count(name) > 0;
     if (!force_common && dev_.caps.has(n.op, dt)) return {true, DispatchPath::Native, dev_.name + " kernel"};
@@ -131,6 +192,7 @@ class Legalizer {
         return r;
       }
       case DispatchPath::Rewritten: {
+        if (v.narrow) return emit_narrowed(b, n, ins, out);
         std::vector<ValueId> cin;
         DType to = promotion_target(dt);
         // The inserted converts go through emit like any node, so they are checked and reported.
@@ -152,6 +214,40 @@ class Legalizer {
   DispatchReport report;
 
  private:
+  // i64 -> i32 narrowing: inputs enter as i32 (reusing the i32 twin of a value this rewrite
+  // widened), the op runs narrowed, i64 results are widened back (dead widenings are DCE'd).
+  std::vector<ValueId> emit_narrowed(Builder& b, const Node& n, const std::vector<ValueId>& ins,
+                                     const std::vector<ValueType>& out) {
+    if (!noted_narrowing_) {
+      noted_narrowing_ = true;
+      report.notes.push_back("i64 narrowed to i32 on " + dev_.name +
+                             " (no 64-bit integer arithmetic): exact while every i64 value (ids, positions, indices) "
+                             "fits in int32; i64 buffers are read by their low word and written sign-extended");
+    }
+    auto convert = [&](ValueId x, DType t) {
+      Node c{OpKind::Convert, {}, {}, {{"to", t}}, n.name};
+      return emit(b, c, {x})[0];
+    };
+    std::vector<ValueId> cin;
+    for (auto x : ins) {
+      if (b.type(x).dtype != DType::i64) {
+        cin.push_back(x);
+        continue;
+      }
+      auto it = narrow_of_.find(x);
+      if (it == narrow_of_.end()) it = narrow_of_.emplace(x, convert(x, DType::i32)).first;
+      cin.push_back(it->second);
+    }
+    auto cout = emit(b, narrowed(n), cin);
+    for (size_t i = 0; i < cout.size(); ++i) {
+      if (out[i].dtype != DType::i64 || b.type(cout[i]).dtype != DType::i32) continue;
+      ValueId w = convert(cout[i], DType::i64);
+      narrow_of_[w] = cout[i];
+      cout[i] = w;
+    }
+    return cout;
+  }
+
   static Node promoted(const Node& n, DType to) {
     Node p = n;
     auto it = p.attrs.find("dtype");  // constant-like ops that name their dtype
@@ -201,6 +297,8 @@ class Legalizer {
 
   const DeviceInfo& dev_;
   const DispatchOptions& opts_;
+  bool narrow_i64_ = false, noted_narrowing_ = false;
+  std::map<ValueId, ValueId> narrow_of_;  // i64 value -> its i32 twin
 };
 
 }  // namespace

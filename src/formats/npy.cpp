@@ -161,7 +161,7 @@ struct NpyType {
 NpyType parse_descr(const std::string& descr, const std::string& where) {
   auto unknown = [&]() -> NpyType {
     fail("[npy] ", where, ": unsupported dtype descr '", descr,
-         "' (supported: f2 f4 f8 c8 i1 u1 i2 i4 i8 b1, any byte order)");
+         "' (supported: f2 f4 f8 c8 i1 u1 i2 i4 i8 u2 u4 u8 b1, any byte order)");
   };
   if (descr.size() < 3) unknown();
   char order = descr[0];
@@ -170,7 +170,7 @@ NpyType parse_descr(const std::string& descr, const std::string& where) {
   static const std::pair<const char*, DType> kCodes[] = {
       {"f2", DType::f16}, {"f4", DType::f32}, {"f8", DType::f64}, {"c8", DType::c64},
       {"i1", DType::i8},  {"u1", DType::u8},  {"i2", DType::i16}, {"i4", DType::i32},
-      {"i8", DType::i64}, {"b1", DType::boolean}};
+      {"i8", DType::i64}, {"b1", DType::boolean}, {"u2", DType::u16}, {"u4", DType::u32}, {"u8", DType::u64}};
   for (auto& [c, dt] : kCodes) {
     if (code != c) continue;
     size_t unit = dt == DType::c64 ? 4 : dtype_size(dt);
@@ -197,6 +197,9 @@ std::string descr_for(DType dt) {
     case DType::i32: return std::string(order) + "i4";
     case DType::i64: return std::string(order) + "i8";
     case DType::boolean: return "|b1";
+    case DType::u16: return std::string(order) + "u2";
+    case DType::u32: return std::string(order) + "u4";
+    case DType::u64: return std::string(order) + "u8";
     case DType::bf16: break;
   }
   fail("[npy] bf16 has no numpy dtype; convert to f32 first");

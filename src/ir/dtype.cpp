@@ -61,7 +61,9 @@ std::string DTypeSet::str() const {
 }
 
 DTypeSet DTypeSet::floats() { return of({DType::f32, DType::f16, DType::bf16, DType::f64}); }
-DTypeSet DTypeSet::ints() { return of({DType::i8, DType::u8, DType::i16, DType::i32, DType::i64}); }
+DTypeSet DTypeSet::ints() {
+  return of({DType::i8, DType::u8, DType::i16, DType::i32, DType::i64, DType::u16, DType::u32, DType::u64});
+}
 DTypeSet DTypeSet::real() { return floats() | ints(); }
 DTypeSet DTypeSet::numeric() { return real() | of({DType::c64}); }
 

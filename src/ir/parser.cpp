@@ -269,6 +269,15 @@ class Parser {
     } else {
       tok_.kind = Tok::Int;
       auto r = std::from_chars(b, e, tok_.i);
+      uint64_t u = 0;
+      if (r.ec == std::errc::result_out_of_range && *b != '-' && std::from_chars(b, e, u).ptr == e &&
+          std::from_chars(b, e, u).ec == std::errc()) {
+        // Beyond int64 but within uint64 (u64 tensor data): lexed as a float token; a u64 tensor
+        // re-reads the exact digits, everywhere else it is not an integer.
+        tok_.kind = Tok::Float;
+        std::from_chars(b, e, tok_.f);
+        return;
+      }
       if (r.ec != std::errc() || r.ptr != e) error("bad number '" + tok_.text + "': integer out of range");
       std::from_chars(b, e, tok_.f);  // the same spelling as a double: keeps "-0" negative in float data
     }
@@ -490,10 +499,11 @@ class Parser {
     next();
     struct Elem {
       bool is_int;
-      int64_t i;
+      int64_t i;  // u64 data: the value's 64 bits
       double f;
       float f32;  // read straight from the spelling, so shortest float text round-trips exactly
       int line, col;
+      bool neg = false;  // spelled with a leading '-'
     };
     std::vector<Elem> data;
     if (tok_.kind != Tok::RBrack) {
@@ -503,6 +513,13 @@ class Parser {
           e.is_int = tok_.kind == Tok::Int;
           e.i = tok_.i;
           e.f = tok_.f;
+          e.neg = !tok_.text.empty() && tok_.text[0] == '-';
+          uint64_t u = 0;
+          const char* tb = tok_.text.data();
+          if (dt == DType::u64 && !e.is_int && std::from_chars(tb, tb + tok_.text.size(), u).ptr == tb + tok_.text.size()) {
+            e.is_int = true;  // a u64 literal past INT64_MAX
+            e.i = static_cast<int64_t>(u);
+          }
           const char* b = tok_.text.data();
           auto r = std::from_chars(b, b + tok_.text.size(), e.f32);
           if (r.ec != std::errc()) e.f32 = static_cast<float>(e.f);  // beyond float range: inf or 0
@@ -560,6 +577,16 @@ class Parser {
             break;
           case DType::i64:
             lo = INT64_MIN, hi = INT64_MAX;
+            break;
+          case DType::u16:
+            lo = 0, hi = UINT16_MAX;
+            break;
+          case DType::u32:
+            lo = 0, hi = UINT32_MAX;
+            break;
+          case DType::u64:  // e.i holds the 64 bits; a '-' spelling is out of range
+            lo = INT64_MIN, hi = INT64_MAX;
+            if (e.neg && e.i != 0) lo = 0;
             break;
           default:
             break;  // bool: 0 or 1

@@ -129,6 +129,10 @@ std::string fmt_tensor(const Tensor& t) {
         case DType::i64:
           r += std::to_string(t.get_int(i));
           break;
+        case DType::u32:
+        case DType::u64:
+          r += std::to_string(t.get_uint(i));
+          break;
         default:
           r += std::to_string(static_cast<int64_t>(t.get(i)));
           break;

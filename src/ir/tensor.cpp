@@ -52,6 +52,9 @@ double Tensor::get(int64_t i) const {
     case DType::i32: return reinterpret_cast<const int32_t*>(p)[i];
     case DType::i64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
     case DType::boolean: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DType::u16: return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::u32: return reinterpret_cast<const uint32_t*>(p)[i];
+    case DType::u64: return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
   }
   return 0;
 }
@@ -84,6 +87,9 @@ void Tensor::set(int64_t i, double v) {
     case DType::i32: reinterpret_cast<int32_t*>(p)[i] = sat<int32_t>(v); break;
     case DType::i64: reinterpret_cast<int64_t*>(p)[i] = sat<int64_t>(v); break;
     case DType::boolean: reinterpret_cast<uint8_t*>(p)[i] = v != 0.0; break;
+    case DType::u16: reinterpret_cast<uint16_t*>(p)[i] = sat<uint16_t>(v); break;
+    case DType::u32: reinterpret_cast<uint32_t*>(p)[i] = sat<uint32_t>(v); break;
+    case DType::u64: reinterpret_cast<uint64_t*>(p)[i] = sat<uint64_t>(v); break;
   }
 }
 
@@ -102,12 +108,23 @@ void Tensor::setc(int64_t i, std::complex<double> v) {
 
 int64_t Tensor::get_int(int64_t i) const {
   if (dtype_ == DType::i64) return static_cast<const int64_t*>(data_)[i];
+  if (dtype_ == DType::u64) return static_cast<int64_t>(static_cast<const uint64_t*>(data_)[i]);  // same bits
+  if (dtype_ == DType::u32) return static_cast<const uint32_t*>(data_)[i];
   return static_cast<int64_t>(get(i));
 }
 
+uint64_t Tensor::get_uint(int64_t i) const {
+  if (dtype_ == DType::u64) return static_cast<const uint64_t*>(data_)[i];
+  return static_cast<uint64_t>(get_int(i));
+}
+
 void Tensor::set_int(int64_t i, int64_t v) {
-  if (dtype_ == DType::i64) {
+  if (dtype_ == DType::i64 || dtype_ == DType::u64) {  // u64: the same 64 bits (two's complement)
     static_cast<int64_t*>(data_)[i] = v;
+    return;
+  }
+  if (dtype_ == DType::u32) {
+    static_cast<uint32_t*>(data_)[i] = static_cast<uint32_t>(v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : v);
     return;
   }
   set(i, static_cast<double>(v));
@@ -139,6 +156,8 @@ std::string Tensor::str(int64_t max_elems) const {
       os << c.real() << (c.imag() < 0 ? "" : "+") << c.imag() << "i";
     } else if (dtype_ == DType::i64) {
       os << get_int(i);
+    } else if (dtype_ == DType::u64) {
+      os << get_uint(i);
     } else {
       os << get(i);
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "autodiff/autodiff.h"
 #include "rlx/builder.h"
 
 namespace rlx::models {
@@ -12,12 +13,20 @@ std::vector<ValueId> classification_head(Builder& b, ValueId logits, ValueId lab
   Shape s = b.shape(logits);
   int64_t B = s[0].v, C = s[1].v;
   DType dt = b.dtype(logits);
-  ValueId lsm = b.op1(OpKind::LogSoftmax, {logits}, {{"axis", int64_t{1}}});
+  // loss = mean_b(logsumexp(z_b) - z_b[label_b]) with z = logits - max (stable). The max goes
+  // through a stop-gradient (its gradient cancels exactly), so the backward pass is the closed
+  // form (softmax - onehot) / B: exp, a row sum, one fused elementwise region.
+  b.set_origin(ad::kStopGradient);
+  ValueId mx = b.broadcast_in_dim(b.reduce(OpKind::ReduceMax, logits, {1}, false), Shape{B, C}, {0});
+  b.set_origin("");
+  ValueId z = b.sub(logits, mx);
+  ValueId lse = b.unary(OpKind::Log, b.reduce(OpKind::ReduceSum, b.unary(OpKind::Exp, z), {1}, false));
   ValueId cls = b.op1(OpKind::Iota, {}, {{"shape", Shape{B, C}}, {"dim", int64_t{1}}, {"dtype", DType::i64}});
   ValueId lab = b.broadcast_in_dim(labels, Shape{B, C}, {0});
   ValueId onehot = b.convert(b.op1(OpKind::Eq, {cls, lab}), dt);
-  ValueId nll = b.reduce(OpKind::ReduceSum, b.mul(onehot, lsm), {0, 1}, false);
-  ValueId loss = b.mul(nll, b.scalar(-1.0 / static_cast<double>(B), dt));
+  ValueId picked = b.reduce(OpKind::ReduceSum, b.mul(onehot, z), {0, 1}, false);
+  ValueId nll = b.sub(b.reduce(OpKind::ReduceSum, lse, {0}, false), picked);
+  ValueId loss = b.mul(nll, b.scalar(1.0 / static_cast<double>(B), dt));
   ValueId pred = b.op1(OpKind::ArgMax, {logits}, {{"axis", int64_t{1}}});
   ValueId correct = b.reduce(OpKind::ReduceSum, b.convert(b.op1(OpKind::Eq, {pred, labels}), dt), {0}, false);
   return {loss, correct};

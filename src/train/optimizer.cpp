@@ -1,4 +1,5 @@
 // Optimizers as MIR graph ops, LR schedules, and the one-graph training step.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -54,9 +55,11 @@ std::vector<ValueId> emit_update(Builder& b, const OptimizerConfig& c, ValueId p
   return {b.sub(base, upd), m, v};
 }
 
-Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConfig& c) {
+Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConfig& c, const AmpConfig& amp,
+                       AmpReport* report) {
   int S = state_per_param(c);
   Graph f = decompose_all(loss_fn);
+  if (amp.dtype != DType::f32) f = amp_pass(f, amp.dtype, report);
   RLX_CHECK(num_params >= 1 && num_params <= static_cast<int>(f.inputs.size()), "[train] bad parameter count ",
             num_params);
   Graph g;
@@ -81,43 +84,70 @@ Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConf
   }
   ValueId lr = g.add_input("lr", DType::f32, {}), lr_hat = g.add_input("lr_hat", DType::f32, {}),
           eps_hat = g.add_input("eps_hat", DType::f32, {});
+  ValueId scale = amp.loss_scaling() ? g.add_input("loss_scale", DType::f32, {}) : -1;
   std::vector<ValueId> ins = params;
   ins.insert(ins.end(), data.begin(), data.end());
   std::vector<ValueId> seeds(f.outputs.size(), -1);
   const ValueType& lt = f.type(f.outputs.at(0));
   RLX_CHECK(is_float(lt.dtype) && lt.shape.empty(), "[train] loss (output 0) must be a float scalar");
-  seeds[0] = b.scalar(1, lt.dtype);
+  seeds[0] = scale >= 0 ? (lt.dtype == DType::f32 ? scale : b.convert(scale, lt.dtype)) : b.scalar(1, lt.dtype);
   std::vector<int> wrt;
   for (int i = 0; i < num_params; ++i) wrt.push_back(i);
   auto r = ad::emit_vjp(b, f, ins, seeds, wrt);
   std::vector<ValueId> outs(r.begin(), r.begin() + static_cast<long>(f.outputs.size())), new_p, new_s;
+  ValueId finite = -1;
+  if (scale >= 0) {  // unscale; finite = no inf/nan in any gradient (x - x is NaN exactly then)
+    b.set_origin("amp/loss_scale");
+    ValueId total = -1;
+    for (int i = 0; i < num_params; ++i) {
+      ValueId& gr = r[f.outputs.size() + i];
+      ValueId sc = b.dtype(gr) == DType::f32 ? scale : b.convert(scale, b.dtype(gr));
+      gr = b.div(gr, sc);
+      std::vector<int64_t> axes(b.shape(gr).size());
+      for (size_t k = 0; k < axes.size(); ++k) axes[k] = static_cast<int64_t>(k);
+      ValueId sum = axes.empty() ? gr : b.reduce(OpKind::ReduceSum, gr, axes, false);
+      if (b.dtype(sum) != DType::f32) sum = b.convert(sum, DType::f32);
+      total = total < 0 ? sum : b.add(total, sum);
+    }
+    finite = b.op1(OpKind::Not, {b.op1(OpKind::IsNan, {b.sub(total, total)})});
+  }
   for (int i = 0; i < num_params; ++i) {
     ValueId gr = r[f.outputs.size() + i];
     auto cvt = [&](ValueId v) { return b.dtype(v) == b.dtype(params[i]) ? v : b.convert(v, b.dtype(params[i])); };
     std::vector<ValueId> st(state.begin() + i * S, state.begin() + (i + 1) * S);
     b.set_origin("optimizer/" + g.values[params[i]].name);
     auto u = emit_update(b, c, params[i], gr, st, cvt(lr), cvt(lr_hat), cvt(eps_hat));
+    if (finite >= 0) {  // skip the update in-graph on overflow
+      u[0] = b.select(finite, u[0], params[i]);
+      for (int j = 0; j < S; ++j) u[1 + j] = b.select(finite, u[1 + j], st[j]);
+    }
     new_p.push_back(u[0]);
     for (int j = 0; j < S; ++j) new_s.push_back(u[1 + j]);
   }
   for (auto v : outs) g.outputs.push_back(v);
   for (auto v : new_p) g.outputs.push_back(v);
   for (auto v : new_s) g.outputs.push_back(v);
+  if (finite >= 0) g.outputs.push_back(b.convert(finite, DType::f32));
   return eliminate_dead_code(g);
 }
 
 Trainer::Trainer(const Graph& loss_fn, std::vector<Tensor> init, OptimizerConfig opt, LrSchedule sched,
-                 CompileOptions copts)
+                 CompileOptions copts, AmpConfig amp)
     : opt_(std::move(opt)),
       sched_(std::move(sched)),
-      step_graph_(build_train_step(loss_fn, static_cast<int>(init.size()), opt_)),
+      amp_(amp),
+      step_graph_(build_train_step(loss_fn, static_cast<int>(init.size()), opt_, amp_, &amp_report_)),
       model_(step_graph_, copts),
       num_params_(static_cast<int>(init.size())),
       num_outs_(static_cast<int>(loss_fn.outputs.size())),
       lr_(DType::f32, {}),
       lr_hat_(DType::f32, {}),
-      eps_hat_(DType::f32, {}) {
+      eps_hat_(DType::f32, {}),
+      scale_in_(DType::f32, {}),
+      finite_(DType::f32, {}) {
   int S = state_per_param(opt_);
+  const int extra_in = amp_.loss_scaling() ? 1 : 0;
+  scale_ = amp_.loss_scaling() ? amp_.init_scale : 1.0;
   for (int s = 0; s < 2; ++s) {
     for (int i = 0; i < num_params_; ++i) {
       const ValueType& t = step_graph_.type(step_graph_.inputs[i]);
@@ -131,7 +161,7 @@ Trainer::Trainer(const Graph& loss_fn, std::vector<Tensor> init, OptimizerConfig
       sets_[s].outs.push_back(Tensor(t.dtype, static_dims(t.shape)));
     }
   }
-  int ndata = static_cast<int>(step_graph_.inputs.size()) - num_params_ * (1 + S) - 3;
+  int ndata = static_cast<int>(step_graph_.inputs.size()) - num_params_ * (1 + S) - 3 - extra_in;
   for (int s = 0; s < 2; ++s) {
     auto& in = in_[s];
     in = sets_[s].params;
@@ -140,19 +170,23 @@ Trainer::Trainer(const Graph& loss_fn, std::vector<Tensor> init, OptimizerConfig
     in.push_back(lr_);
     in.push_back(lr_hat_);
     in.push_back(eps_hat_);
+    if (extra_in) in.push_back(scale_in_);
     auto& out = out_[s];
     out = sets_[s].outs;
     out.insert(out.end(), sets_[1 - s].params.begin(), sets_[1 - s].params.end());
     out.insert(out.end(), sets_[1 - s].state.begin(), sets_[1 - s].state.end());
+    if (extra_in) out.push_back(finite_);
   }
 }
 
 const std::vector<Tensor>& Trainer::step(const std::vector<Tensor>& data) {
   int S = state_per_param(opt_);
   size_t first = static_cast<size_t>(num_params_ * (1 + S));
+  size_t tail = amp_.loss_scaling() ? 4 : 3;
   auto& in = in_[cur_];
-  RLX_CHECK(first + data.size() + 3 == in.size(), "[train] step expects ", in.size() - first - 3, " data inputs, got ",
-            data.size());
+  RLX_CHECK(first + data.size() + tail == in.size(), "[train] step expects ", in.size() - first - tail,
+            " data inputs, got ", data.size());
+  if (amp_.loss_scaling()) scale_in_.data<float>()[0] = static_cast<float>(scale_);
   for (size_t i = 0; i < data.size(); ++i) in[first + i] = data[i];
   double lr = sched_.at(opt_.lr, step_);
   double t = static_cast<double>(step_ + 1);
@@ -162,6 +196,16 @@ const std::vector<Tensor>& Trainer::step(const std::vector<Tensor>& data) {
   eps_hat_.data<float>()[0] = static_cast<float>(opt_.eps * std::sqrt(c2));
   model_.run_into(in, out_[cur_]);
   for (size_t i = 0; i < data.size(); ++i) in[first + i] = Tensor();  // don't keep the batch alive
+  if (amp_.loss_scaling()) {  // dynamic loss scale: halve on overflow (update skipped), grow when stable
+    if (finite_.data<float>()[0] == 0.f) {
+      scale_ = std::max(scale_ / 2, 1.0);
+      good_ = 0;
+      ++skipped_;
+    } else if (++good_ >= amp_.growth_interval) {
+      scale_ = std::min(scale_ * 2, 16777216.0);
+      good_ = 0;
+    }
+  }
   int done = cur_;
   cur_ = 1 - cur_;
   ++step_;

@@ -55,6 +55,11 @@ TEST(Codegen, GemmIsTiledThroughSharedMemory) {
   EXPECT_NE(c.source.find("__local float As[256]"), std::string::npos);
   EXPECT_EQ(g.groups, 3 * 3);  // ceil(40/16) x ceil(33/16)
   EXPECT_EQ(g.local, 256);
+  auto direct = codegen::make_glsl_renderer();  // CPU-emulated devices: no shared memory, no barriers
+  direct->set_tiled_gemm(false);
+  auto d = direct->render(k, in, {out}, "k0");
+  EXPECT_EQ(d.source.find("shared float"), std::string::npos);
+  EXPECT_EQ(d.groups, (40 * 33 + 63) / 64);
 }
 
 TEST(Codegen, CapabilitiesFollowTheRenderers) {
@@ -62,8 +67,15 @@ TEST(Codegen, CapabilitiesFollowTheRenderers) {
     const auto& caps = device_info(d).caps;
     EXPECT_TRUE(caps.has(OpKind::DotGeneral, DType::f32)) << d;
     EXPECT_FALSE(caps.has(OpKind::DotGeneral, DType::f64)) << d << ": GLSL buffers have no f64";
-    EXPECT_FALSE(caps.storage.has(DType::i64)) << d;
-    EXPECT_FALSE(caps.has(OpKind::Conv, DType::f32)) << d << ": no conv kernel, so it is not claimed";
+    EXPECT_TRUE(caps.storage.has(DType::i64)) << d << ": i64 buffers (low word read, sign-extended write)";
+    EXPECT_TRUE(caps.has(OpKind::Convert, DType::i64)) << d;
+    EXPECT_FALSE(caps.has(OpKind::Add, DType::i64)) << d << ": no 64-bit integer arithmetic; dispatch narrows to i32";
+    EXPECT_FALSE(caps.has(OpKind::Gather, DType::i64)) << d;
+    EXPECT_TRUE(caps.has(OpKind::Conv, DType::f32)) << d;
+    EXPECT_TRUE(caps.has(OpKind::ReduceWindow, DType::f32)) << d;
+    EXPECT_TRUE(caps.has(OpKind::Sort, DType::i32)) << d;
+    EXPECT_FALSE(caps.has(OpKind::Conv, DType::f16)) << d << ": half conv is a rewrite to f32";
+    EXPECT_FALSE(caps.has(OpKind::RngUniform, DType::f32)) << d << ": no rng kernel, so it is not claimed";
     EXPECT_TRUE(caps.has(OpKind::Transpose, DType::f16)) << d << ": data movement is bit-exact for halves";
     EXPECT_FALSE(caps.has(OpKind::Add, DType::f16)) << d << ": half arithmetic is a rewrite to f32, not native";
   }
@@ -71,4 +83,38 @@ TEST(Codegen, CapabilitiesFollowTheRenderers) {
   EXPECT_TRUE(cl.has(OpKind::DotGeneral, DType::f64));
   EXPECT_TRUE(cl.has(OpKind::Add, DType::i64));
   EXPECT_TRUE(cl.has(OpKind::Attention, DType::f32));
+}
+
+TEST(Codegen, WindowAndOrderingKernelsRender) {
+  LirKernel conv;
+  conv.op = OpKind::Conv;
+  conv.attrs = {{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{1}}};
+  std::vector<ValueType> in = {{DType::f32, Shape{1, 3, 8, 8}}, {DType::f32, Shape{4, 3, 3, 3}}};
+  ValueType out{DType::f32, Shape{1, 4, 4, 4}};
+  std::unique_ptr<codegen::CLikeRenderer> rs[] = {codegen::make_glsl_renderer(), codegen::make_opencl_renderer()};
+  for (auto& r : rs) {
+    auto k = r->render(conv, in, {out}, "k0");
+    EXPECT_EQ(k.groups, 1) << "64 outputs, one per thread";
+    EXPECT_NE(k.source.find("o2 * 2 + kq0 * 1 - 1"), std::string::npos) << k.source;
+  }
+  LirKernel sort;
+  sort.op = OpKind::TopK;
+  sort.attrs = {{"k", int64_t{2}}, {"axis", int64_t{-1}}, {"largest", int64_t{1}}};
+  auto k = codegen::make_glsl_renderer()->render(sort, {{DType::f32, Shape{3, 5}}},
+                                                 {{DType::f32, Shape{3, 2}}, {DType::i64, Shape{3, 2}}}, "k0");
+  EXPECT_NE(k.source.find("if (rank < 2)"), std::string::npos) << k.source;
+  EXPECT_NE(k.source.find("d[2 * i_ + 1] = uint(v_ >> 31)"), std::string::npos) << "i64 indices are written sign-extended";
+}
+
+// The status line carries what the device reports about itself (queried, not assumed), and the
+// OpenCL f64 claim follows the device's cl_khr_fp64.
+TEST(Codegen, DeviceFeaturesAreQueried) {
+  for (const char* d : {"vulkan", "opengl", "gpu"}) {
+    const auto& info = device_info(d);
+    if (!info.can_execute()) continue;
+    EXPECT_NE(info.reason.find("fp64 "), std::string::npos) << d << ": " << info.reason;
+    EXPECT_NE(info.reason.find("subgroups "), std::string::npos) << d << ": " << info.reason;
+    if (std::string(d) == "gpu")
+      EXPECT_EQ(info.caps.has(OpKind::DotGeneral, DType::f64), info.reason.find("fp64 yes") != std::string::npos);
+  }
 }

@@ -183,9 +183,10 @@ TEST_F(NpyTest, Bf16AndUnknownDtypesAreNamed) {
   EXPECT_NE(m.find("bf16 has no numpy dtype"), std::string::npos) << m;
   EXPECT_TRUE(listing().empty());
 
-  write_bytes(path("u4.npy"), npy_bytes("{'descr': '<u4', 'fortran_order': False, 'shape': (1,), }", "abcd"));
+  // (u2/u4/u8 are real dtypes since issue 4; a unicode-string array is still unknown.)
+  write_bytes(path("u4.npy"), npy_bytes("{'descr': '<U1', 'fortran_order': False, 'shape': (1,), }", "abcd"));
   m = message_of([&] { read_npy(path("u4.npy")); });
-  EXPECT_NE(m.find("'<u4'"), std::string::npos) << m;
+  EXPECT_NE(m.find("'<U1'"), std::string::npos) << m;
   EXPECT_NE(m.find(path("u4.npy")), std::string::npos) << m;
 }
 

@@ -209,3 +209,101 @@ TEST(TrainMnist, MlpLearnsMnistSplit) {
   std::printf("MNIST 2k split accuracy after 375 steps: %.4f\n", acc);
   EXPECT_GE(acc, 0.90);
 }
+
+// ---- [issue 6] mixed precision: the amp pass's choices and f16 dynamic loss scaling ----------
+
+TEST(Amp, PassChoicesFollowThePolicy) {
+  for (DType low : {DType::bf16, DType::f16}) {
+    train::AmpConfig amp;
+    amp.dtype = low;
+    train::Trainer tr(models::mlp_loss_graph({6, 5, 3}, 4), models::mlp_init({6, 5, 3}, 1), train::OptimizerConfig{}, {},
+                      {}, amp);
+    int low_dots = 0;
+    for (auto& c : tr.amp_report().choices) {
+      if (c.op == "dot_general") {
+        EXPECT_EQ(c.dtype, low) << c.node;
+        ++low_dots;
+      } else {
+        EXPECT_TRUE(is_float(c.dtype) ? c.dtype == DType::f32 : true) << c.op << " " << c.node;
+      }
+    }
+    EXPECT_EQ(low_dots, 2);
+    EXPECT_NE(tr.amp_report().table().find("dot_general " + std::string(dtype_name(low))), std::string::npos);
+    // In the compiled step graph: every contraction (forward and backward) computes in `low`;
+    // every reduction, exp and log in f32; parameters in and out stay f32 (master weights).
+    const Graph& g = tr.step_graph();
+    int dots = 0;
+    for (auto& n : g.nodes) {
+      DType in0 = g.type(n.inputs.empty() ? n.outputs[0] : n.inputs[0]).dtype;
+      if (n.op == OpKind::DotGeneral) {
+        EXPECT_EQ(in0, low);
+        ++dots;
+      }
+      if (n.op == OpKind::ReduceSum || n.op == OpKind::ReduceMax || n.op == OpKind::Exp || n.op == OpKind::Log) {
+        EXPECT_EQ(g.type(n.outputs[0]).dtype, DType::f32) << op_name(n.op);
+      }
+    }
+    EXPECT_GE(dots, 3);  // forward 2 + backward (dW0, dW1, dX1)
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(g.type(g.inputs[i]).dtype, DType::f32);
+    for (size_t i = 2; i < 6; ++i) EXPECT_EQ(g.type(g.outputs[i]).dtype, DType::f32);
+    EXPECT_EQ(g.outputs.size(), low == DType::f16 ? 7u : 6u);  // f16: + the finite-gradients flag
+  }
+}
+
+TEST(Amp, F16LossScalingSkipsOverflowAndTrains) {
+  train::AmpConfig amp;
+  amp.dtype = DType::f16;
+  amp.init_scale = std::ldexp(1.0, 40);  // overflows f16 gradients: the first steps must be skipped
+  amp.growth_interval = 1000;
+  auto init = models::mlp_init({6, 5, 3}, 1);
+  train::Trainer tr(models::mlp_loss_graph({6, 5, 3}, 4), init, train::OptimizerConfig{}, {}, {}, amp);
+  Tensor x(DType::f32, {4, 6}), y(DType::i64, {4});
+  for (int i = 0; i < 24; ++i) x.set(i, std::sin(i));
+  for (int i = 0; i < 4; ++i) y.set_int(i, i % 3);
+  tr.step({x, y});
+  EXPECT_EQ(tr.skipped_steps(), 1);
+  EXPECT_EQ(tr.loss_scale(), std::ldexp(1.0, 39));
+  for (int64_t k = 0; k < init[0].numel(); ++k) EXPECT_EQ(tr.params()[0].get(k), init[0].get(k));  // no update
+  for (int s = 0; s < 80; ++s) tr.step({x, y});
+  EXPECT_LT(tr.loss_scale(), std::ldexp(1.0, 30));  // halved until the scaled gradients fit f16
+  EXPECT_GT(tr.skipped_steps(), 10);
+  // The applied steps match fp32 training for the same number of steps (f16 contractions aside).
+  train::Trainer ref(models::mlp_loss_graph({6, 5, 3}, 4), init, train::OptimizerConfig{});
+  for (int64_t s = 0; s < 81 - tr.skipped_steps(); ++s) ref.step({x, y});
+  double l16 = tr.step({x, y})[0].get(0), l32 = ref.step({x, y})[0].get(0);
+  std::printf("f16 amp loss %.5f vs f32 %.5f after %lld applied steps (scale %g)\n", l16, l32,
+              (long long)(81 - tr.skipped_steps()), tr.loss_scale());
+  EXPECT_NEAR(l16, l32, 5e-3);
+  EXPECT_LT(l32, 1.05);  // it did train (initial loss ~1.079)
+}
+
+TEST(Amp, Bf16TrainingReachesFp32Accuracy) {
+  std::string dir = std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  auto ds = data::load_dataset("mnist", dir);
+  const int64_t B = 32;
+  std::vector<int64_t> sizes = {784, 16, 10};
+  auto run = [&](DType dt) {
+    train::OptimizerConfig c;
+    c.lr = 0.1;
+    c.momentum = 0.9;
+    train::AmpConfig amp;
+    amp.dtype = dt;
+    train::Trainer tr(models::mlp_loss_graph(sizes, B), models::mlp_init(sizes, 0), c, {}, {}, amp);
+    Tensor bx(DType::f32, {B, 784}), by(DType::i64, {B});
+    for (int s = 0; s < 250; ++s) {  // one epoch of the 8k split
+      std::memcpy(bx.data<float>(), ds.train_x.data<float>() + s * B * 784, B * 784 * sizeof(float));
+      for (int64_t i = 0; i < B; ++i) by.data<int64_t>()[i] = ds.train_y.get_int(s * B + i);
+      tr.step({bx, by});
+    }
+    CompiledModel eval(models::mlp_loss_graph(sizes, 2000), CompileOptions{});
+    std::vector<Tensor> in(tr.params().begin(), tr.params().end());
+    in.push_back(ds.test_x);
+    in.push_back(ds.test_y);
+    return eval.run(in)[1].get(0) / 2000.0;
+  };
+  double f32 = run(DType::f32), bf16 = run(DType::bf16);
+  std::printf("MNIST split, 784-16-10, 250 steps: f32 %.4f, amp bf16 %.4f\n", f32, bf16);
+  EXPECT_GT(f32, 0.8);
+  EXPECT_GT(bf16, f32 - 0.03);
+}

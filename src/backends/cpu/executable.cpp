@@ -1,10 +1,15 @@
 // The cpu executable: one arena allocated at compile time and reused by every run; buffers are
-// views into it; kernels run in schedule order. RLX_PROFILE=1 times each kernel.
+// views into it; kernels run in schedule order. At build time the schedule gets the cpu-only
+// rewrites (fuse_lir.cpp; RLX_CPU_FUSE=0 turns them off) and constant Linear weights are packed
+// once for the GEMM. Kernel argument lists are prepared once too, so a run allocates nothing but
+// its output tensors. RLX_PROFILE=1 times each kernel.
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <sstream>
 
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/kernels.h"
 #include "runtime/backend.h"
 
@@ -14,9 +19,32 @@ namespace {
 
 class CpuExecutable : public Executable {
  public:
-  explicit CpuExecutable(const LirProgram& p) : p_(p), arena_(DType::u8, {std::max<int64_t>(p.arena_bytes, 1)}) {
+  explicit CpuExecutable(const LirProgram& p) : p_(p) {
     profile_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "1";
+    const char* fz = std::getenv("RLX_CPU_FUSE");
+    if (!(fz && std::string(fz) == "0")) cpu::fuse_cpu_lir(p_);
+    arena_ = Tensor(DType::u8, {std::max<int64_t>(p_.arena_bytes, 1)});
     for (auto& k : p_.kernels) {
+      // Constant f32 Linear weights: packed once for the GEMM (cpu::linear_fast).
+      std::vector<float> wp;
+      if (k.kind == KernelKind::Library && k.op == OpKind::Linear && cpu::fast_gemm_available() && k.in.size() >= 2) {
+        const LirBuffer& w = p_.buffers[k.in[1]];
+        if (w.kind == BufferKind::Const && w.type.dtype == DType::f32 && w.value.rank() == 2) {
+          int64_t O = w.value.shape()[0], I = w.value.shape()[1];
+          wp.resize(static_cast<size_t>(cpu::packed_b_size(I, O)));
+          cpu::pack_b(true, w.value.data<float>(), I, I, O, wp.data());
+        }
+      }
+      packed_.push_back(std::move(wp));
+      std::string label = k.label();  // fused forms made by fuse_cpu_lir get their own profile rows
+      if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
+      if (k.attrs.count("cpu_res")) label += "+residual";
+      if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
+      if (k.op == OpKind::Linear && k.attrs.count("activation")) {
+        Node n{k.op, {}, {}, k.attrs, ""};
+        if (attr_str(n, "activation") != "none" && !attr_str(n, "activation").empty()) label += "+" + attr_str(n, "activation");
+      }
+      labels_.push_back(label);
       Node n{k.op, {}, {}, k.attrs, k.origin};
       nodes_.push_back(n);
       // A lone elementwise op runs on the typed fused evaluator as a one-node body.
@@ -34,60 +62,103 @@ class CpuExecutable : public Executable {
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    std::lock_guard<std::mutex> lock(run_mutex_);  // one arena: runs of one executable take turns
+    return run_locked(inputs);
+  }
+
+  std::vector<Tensor> run_locked(const std::vector<Tensor>& inputs) {
     RLX_CHECK(inputs.size() == p_.inputs.size(), "[cpu] expected ", p_.inputs.size(), " inputs, got ", inputs.size());
-    std::vector<Tensor> bufs(p_.buffers.size());
-    std::vector<Tensor> outs;
-    for (size_t i = 0; i < p_.inputs.size(); ++i) bufs[p_.inputs[i]] = inputs[i];
-    for (size_t b = 0; b < p_.buffers.size(); ++b) {
+    if (!prepared_) prepare();
+    // Only graph inputs, outputs and views of them change between runs.
+    for (size_t i = 0; i < p_.inputs.size(); ++i) bufs_[p_.inputs[i]] = inputs[i];
+    for (int b : p_.outputs) {
       const LirBuffer& lb = p_.buffers[b];
-      auto dims = static_dims(lb.type.shape);
-      if (lb.kind == BufferKind::Const) bufs[b] = lb.value;
-      if (lb.kind == BufferKind::Arena)
-        bufs[b] = Tensor::wrap(lb.type.dtype, dims, nullptr, static_cast<char*>(arena_.raw()) + lb.offset);
-      if (lb.kind == BufferKind::Output && !dest_) bufs[b] = Tensor(lb.type.dtype, dims);
+      if (!dest_) bufs_[b] = Tensor(lb.type.dtype, static_dims(lb.type.shape));
     }
     if (dest_)  // [training] run_into: caller-owned output tensors become the output buffers
-      for (size_t i = 0; i < p_.outputs.size(); ++i) bufs[p_.outputs[i]] = (*dest_)[i];
-    for (size_t b = 0; b < p_.buffers.size(); ++b) {  // views after their bases (bases precede them)
-      const LirBuffer& lb = p_.buffers[b];
-      if (lb.kind == BufferKind::View) bufs[b] = bufs[lb.view_of].reshaped(static_dims(lb.type.shape));
-    }
+      for (size_t i = 0; i < p_.outputs.size(); ++i) bufs_[p_.outputs[i]] = (*dest_)[i];
+    for (int b : dyn_views_) bufs_[b] = bufs_[p_.buffers[b].view_of].reshaped(static_dims(p_.buffers[b].type.shape));
+    for (auto& [k, slot, b] : dyn_args_) (slot >= 0 ? kin_[k][slot] : kout_[k][-slot - 1]) = bufs_[b];
     for (size_t k = 0; k < p_.kernels.size(); ++k) {
       const LirKernel& kr = p_.kernels[k];
-      std::vector<Tensor> in, out;
-      for (int b : kr.in) in.push_back(bufs[b]);
-      for (int b : kr.out) out.push_back(bufs[b]);
-      auto t0 = std::chrono::steady_clock::now();
+      std::vector<Tensor>& in = kin_[k];
+      std::vector<Tensor>& out = kout_[k];
+      auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (kr.kind == KernelKind::Generated) {
         cpu::fused_kernel(kr.body, in, out[0]);
       } else if (!single_[k].nodes.empty()) {
         cpu::fused_kernel(single_[k], in, out[0]);
+      } else if (!packed_[k].empty() && cpu::linear_fast(nodes_[k], in, out, packed_[k].data())) {
       } else {
         cpu::KernelFn fn = cpu::find_kernel(kr.op, in.empty() ? out[0].dtype() : in[0].dtype());
         (fn ? fn : &cpu::generic_kernel)(nodes_[k], in, out);
       }
       if (profile_) {
         double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        auto& e = times_[kr.label()];
+        auto& e = times_[labels_[k]];
         e.first += us;
         e.second += 1;
       }
     }
-    for (int b : p_.outputs) outs.push_back(bufs[b]);
+    std::vector<Tensor> outs;
+    for (int b : p_.outputs) outs.push_back(bufs_[b]);
+    if (!dest_)  // drop our references so the caller owns the outputs
+      for (int b : p_.outputs) bufs_[b] = Tensor();
     return outs;
   }
 
   // [training] run() with the outputs bound to caller-owned tensors (checked by the session).
   void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override {
     RLX_CHECK(outputs.size() == p_.outputs.size(), "[cpu] expected ", p_.outputs.size(), " outputs, got ", outputs.size());
+    std::lock_guard<std::mutex> lock(run_mutex_);
     dest_ = &outputs;
     try {
-      run(inputs);
+      run_locked(inputs);
     } catch (...) {
       dest_ = nullptr;
       throw;
     }
     dest_ = nullptr;
+  }
+
+  // Buffers that never change (constants, arena slices and views of them) are bound once; the
+  // rest are listed in dyn_views_ / dyn_args_ and rebound per run.
+  void prepare() {
+    const size_t nb = p_.buffers.size();
+    bufs_.assign(nb, Tensor());
+    std::vector<bool> dyn(nb, false);
+    for (size_t b = 0; b < nb; ++b) {
+      const LirBuffer& lb = p_.buffers[b];
+      auto dims = static_dims(lb.type.shape);
+      if (lb.kind == BufferKind::Const) bufs_[b] = lb.value;
+      if (lb.kind == BufferKind::Arena)
+        bufs_[b] = Tensor::wrap(lb.type.dtype, dims, nullptr, static_cast<char*>(arena_.raw()) + lb.offset);
+      if (lb.kind == BufferKind::Input || lb.kind == BufferKind::Output) dyn[b] = true;
+    }
+    for (size_t b = 0; b < nb; ++b) {  // views after their bases (bases precede them)
+      const LirBuffer& lb = p_.buffers[b];
+      if (lb.kind != BufferKind::View) continue;
+      if (dyn[lb.view_of]) {
+        dyn[b] = true;
+        dyn_views_.push_back(static_cast<int>(b));
+      } else {
+        bufs_[b] = bufs_[lb.view_of].reshaped(static_dims(lb.type.shape));
+      }
+    }
+    kin_.resize(p_.kernels.size());
+    kout_.resize(p_.kernels.size());
+    for (size_t k = 0; k < p_.kernels.size(); ++k) {
+      const LirKernel& kr = p_.kernels[k];
+      for (size_t i = 0; i < kr.in.size(); ++i) {
+        kin_[k].push_back(bufs_[kr.in[i]]);
+        if (dyn[kr.in[i]]) dyn_args_.push_back({static_cast<int>(k), static_cast<int>(i), kr.in[i]});
+      }
+      for (size_t i = 0; i < kr.out.size(); ++i) {
+        kout_[k].push_back(bufs_[kr.out[i]]);
+        if (dyn[kr.out[i]]) dyn_args_.push_back({static_cast<int>(k), -static_cast<int>(i) - 1, kr.out[i]});
+      }
+    }
+    prepared_ = true;
   }
 
   std::string profile() const override {
@@ -110,6 +181,17 @@ class CpuExecutable : public Executable {
   Tensor arena_;
   std::vector<Node> nodes_;
   std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
+  std::vector<std::string> labels_;
+  std::vector<std::vector<float>> packed_;  // per kernel: the packed constant Linear weight, or empty
+  bool prepared_ = false;
+  std::mutex run_mutex_;
+  std::vector<Tensor> bufs_;
+  std::vector<std::vector<Tensor>> kin_, kout_;
+  std::vector<int> dyn_views_;
+  struct DynArg {
+    int kernel, slot, buffer;  // slot >= 0: input slot; -1 - slot: output slot
+  };
+  std::vector<DynArg> dyn_args_;
   bool profile_ = false;
   std::vector<Tensor>* dest_ = nullptr;  // [training] run_into's outputs while it runs
   std::map<std::string, std::pair<double, int>> times_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/train_kernels.h"  // issue 6
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
 
@@ -14,12 +15,13 @@ namespace {
 
 constexpr int64_t kChunk = 1024;
 
-enum class Src : uint8_t { Full, Scalar, Trailing, General };
+enum class Src : uint8_t { Full, Scalar, Trailing, Leading, General };
 
 struct Operand {
   Src src = Src::Full;
   const float* data = nullptr;
-  int64_t inner = 1;                 // Trailing: the input repeats every `inner` elements
+  int64_t inner = 1;                 // Trailing: the input repeats every `inner` elements;
+                                     // Leading: each input element covers `inner` outputs
   std::vector<int64_t> stride;       // General: per output dim (0 where broadcast)
 };
 
@@ -71,6 +73,7 @@ void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out)
   for (auto& v : body.values) typed &= v.type.dtype == DType::f32;
   for (auto& n : body.nodes) typed &= supported(n.op) && n.outputs.size() == 1;
   for (auto& t : in) typed &= t.dtype() == DType::f32;
+  if (!typed && fused_kernel_mixed(body, in, out)) return;  // issue 6: bool/int bodies (train_kernels.cpp)
   if (!typed) return fused_kernel_reference(body, in, out);
 
   const auto& os = out.shape();
@@ -97,6 +100,18 @@ void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out)
     if (trailing) {
       o.src = Src::Trailing;
       o.inner = t.numel();
+      continue;
+    }
+    // Leading: t's shape is the output's leading dims followed by 1s (e.g. a [B,S,1] mask times
+    // [B,S,H] states): element i of the output reads t[i / inner].
+    int64_t keep = t.rank() == r ? r : -1;
+    while (keep > 0 && t.shape()[keep - 1] == 1) --keep;
+    bool leading = keep >= 0 && keep < r;
+    for (int64_t d = 0; leading && d < keep; ++d) leading = t.shape()[d] == os[d];
+    if (leading) {
+      o.src = Src::Leading;
+      o.inner = 1;
+      for (int64_t d = keep; d < r; ++d) o.inner *= os[d];
       continue;
     }
     o.src = Src::General;
@@ -139,6 +154,13 @@ void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out)
           case Src::Scalar: std::fill(buf, buf + len, o.data[0]); ptr[i] = buf; break;
           case Src::Trailing:
             for (int64_t k = 0, p = start % o.inner; k < len; ++k, p = p + 1 == o.inner ? 0 : p + 1) buf[k] = o.data[p];
+            ptr[i] = buf;
+            break;
+          case Src::Leading:
+            for (int64_t k = 0, q = start / o.inner, p = start % o.inner; k < len; ++k) {
+              buf[k] = o.data[q];
+              if (++p == o.inner) p = 0, ++q;
+            }
             ptr[i] = buf;
             break;
           case Src::General:

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "backends/cpu/blas.h"
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
@@ -229,7 +230,67 @@ void linear_f32(const Node& n, const std::vector<Tensor>& in, Tensor& out) {
 
 }  // namespace
 
+namespace {
+
+struct LnCtx {
+  const float *X, *G, *B;
+  float* Y;
+  int64_t D;
+  float eps;
+};
+
+void ln_rows(void* c, int64_t r0, int64_t r1) {
+  auto* l = static_cast<LnCtx*>(c);
+  layer_norm_rows_f32(l->X, l->G, l->B, l->Y, r0, r1, l->D, l->eps);
+}
+
+int64_t attr_or(const Node& n, const char* k, int64_t d) {
+  auto it = n.attrs.find(k);
+  return it == n.attrs.end() ? d : attr_int(n, k);
+}
+
+}  // namespace
+
+bool linear_fast(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const float* packed) {
+  if (!fast_gemm_available() || in[0].dtype() != DType::f32) return false;
+  const std::string& a = attr_str(n, "activation");
+  GemmEpi e;
+  if (a == "relu") e.act = GemmAct::Relu;
+  else if (a == "gelu") e.act = GemmAct::Gelu;
+  else if (a == "gelu_tanh") e.act = GemmAct::GeluTanh;
+  else if (a == "silu") e.act = GemmAct::Silu;
+  else if (!(a.empty() || a == "none")) return false;
+  const Tensor &x = in[0], &w = in[1];
+  const int64_t O = w.shape()[0], I = w.shape()[1], rows = x.numel() / std::max<int64_t>(I, 1);
+  const int64_t res = attr_or(n, "cpu_res", -1), lng = attr_or(n, "cpu_ln_g", -1), lnb = attr_or(n, "cpu_ln_b", -1);
+  const bool has_bias = in.size() > 2 && res != 2 && lng != 2;
+  if (has_bias) e.bias = in[2].data<float>();
+  if (res >= 0) {
+    e.residual = in[res].data<float>();
+    e.ldr = O;
+  }
+  float* Y = out[0].data<float>();
+  LnCtx ln{};
+  if (lng >= 0) {  // fused LayerNorm over each finished row block, into out[1]
+    ln = {Y, in[lng].data<float>(), lnb >= 0 ? in[lnb].data<float>() : nullptr, out[1].data<float>(), O,
+          static_cast<float>(attr_float(n, "cpu_ln_eps"))};
+    e.rows_done = &ln_rows;
+    e.ctx = &ln;
+  }
+  const float* wp = packed;
+  if (!wp) {  // weight not packed ahead (not a constant): pack into per-thread scratch
+    thread_local std::vector<float> scratch;
+    size_t need = static_cast<size_t>(packed_b_size(I, O));
+    if (scratch.size() < need) scratch.resize(need);
+    pack_b(true, w.data<float>(), I, I, O, scratch.data());
+    wp = scratch.data();
+  }
+  gemm_packed(rows, O, I, x.data<float>(), I, wp, Y, O, &e);
+  return true;
+}
+
 void linear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (linear_fast(n, in, out, nullptr)) return;
   if (in[0].dtype() == DType::f32) {
     const std::string& a = attr_str(n, "activation");
     if (a == "none" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "silu" || a.empty())

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/train_kernels.h"  // issue 6
 #include "rlx/reference.h"
 
 namespace rlx::cpu {
@@ -20,7 +21,7 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Transpose: return &transpose;
     case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // issue 5 (dequant_matmul.cpp)
     case OpKind::Dequantize: return &dequantize;                                      // issue 5
-    default: return nullptr;
+    default: return find_train_kernel(op, dt);  // issue 6: reductions, broadcast, argmax (train_kernels.cpp)
   }
 }
 

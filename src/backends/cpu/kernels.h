@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/lir.h"
 #include "rlx/tensor.h"
 
 namespace rlx::cpu {
@@ -20,6 +21,15 @@ void generic_kernel(const Node& n, const std::vector<Tensor>& in, std::vector<Te
 void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 void fused_kernel_reference(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 
+// Linear on the packed AVX2 GEMM (gemm_avx2.h), including the fused forms fuse_cpu_lir makes
+// (attrs cpu_res: input index of a residual; cpu_ln_g / cpu_ln_b / cpu_ln_eps: a LayerNorm of each
+// finished row written to out[1]). `packed` is the weight packed by pack_b, or null to pack it now.
+// Returns false when the fast GEMM cannot run it (no AVX2, other dtype or activation).
+bool linear_fast(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const float* packed);
+// LayerNorm of rows [r0, r1) of X[rows, D] (B may be null).
+void layer_norm_rows_f32(const float* X, const float* G, const float* B, float* Y, int64_t r0, int64_t r1, int64_t D,
+                         float eps);
+
 void dot_general(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void linear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
@@ -28,6 +38,9 @@ void layer_norm(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
 void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void gather(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void transpose(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+// cpu-only schedule rewrites (merged QKV, GEMM epilogues, fused LayerNorm): fuse_lir.cpp.
+void fuse_cpu_lir(LirProgram& p);
 
 // issue 5 (GGUF/Qwen3): packed GGML-block weights, dequant_matmul.cpp.
 void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);

@@ -1,6 +1,7 @@
 // Normalization, softmax and attention kernels for the cpu device: row-parallel on the pool, inner
-// loops vectorized (RLX_SIMD). Attention works per (batch, head) on blocks of 64 query rows: scores
-// live in a per-thread cache-resident block, never as a [B,H,S,T] tensor.
+// loops vectorized (RLX_SIMD). Attention works per (batch, head) on blocks of 128 query rows: K and V
+// of the head are packed once for the packed GEMM, scores live in a per-thread cache-resident
+// block (never a [B,H,S,T] tensor), and keys past a sentence's last real token are skipped.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/blas.h"
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
@@ -94,41 +96,12 @@ RLX_SIMD void layer_norm_rows(const float* X, const float* G, const float* B, fl
   }
 }
 
-// scores[rows,T] = Q[rows,D] · Kᵀ with K packed as Kt[D,T]: the inner loop runs over T.
-RLX_SIMD void qk_block(const float* Q, const float* Kt, float* P, int64_t rows, int64_t D, int64_t T) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* p = P + i * T;
-    const float* q = Q + i * D;
-    for (int64_t t = 0; t < T; ++t) p[t] = 0.f;
-    for (int64_t d = 0; d < D; ++d) {
-      float qd = q[d];
-      const float* k = Kt + d * T;
-      for (int64_t t = 0; t < T; ++t) p[t] += qd * k[t];
-    }
-  }
-}
-
-// O[rows,Dv] = P[rows,T] · V[T,Dv].
-RLX_SIMD void pv_block(const float* P, const float* V, float* O, int64_t rows, int64_t T, int64_t Dv) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* o = O + i * Dv;
-    const float* p = P + i * T;
-    for (int64_t j = 0; j < Dv; ++j) o[j] = 0.f;
-    for (int64_t t = 0; t < T; ++t) {
-      float w = p[t];
-      if (w == 0.f) continue;  // masked keys
-      const float* v = V + t * Dv;
-      for (int64_t j = 0; j < Dv; ++j) o[j] += w * v[j];
-    }
-  }
-}
-
-RLX_SIMD void transpose_block(const float* K, float* Kt, int64_t T, int64_t D) {
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t d = 0; d < D; ++d) Kt[d * T + t] = K[t * D + d];
-}
-
 }  // namespace
+
+void layer_norm_rows_f32(const float* X, const float* G, const float* B, float* Y, int64_t r0, int64_t r1, int64_t D,
+                         float eps) {
+  layer_norm_rows(X, G, B, Y, r0, r1, D, eps);
+}
 
 void softmax(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (in[0].dtype() == DType::f32) {
@@ -166,10 +139,41 @@ void layer_norm(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
 
 void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (in[0].dtype() != DType::f32) return generic_kernel(n, in, out);
-  const Tensor &q = in[0], &k = in[1], &v = in[2];
   const std::string& kind = attr_str(n, "mask");
-  int64_t B = q.shape()[0], H = q.shape()[1], S = q.shape()[2], D = q.shape()[3];
-  int64_t Hk = k.shape()[1], T = k.shape()[2], Dv = v.shape()[3];
+  // Layout: element (b, h, s, d) of Q/K/V/O lives at base + b*sb + h*sh + s*ss + d. The standard
+  // layout is [B,H,S,D]; fuse_cpu_lir's fused form (attr cpu_qkv) reads the heads in place from one
+  // [B,S,3*H*D] QKV buffer and writes O as [B,S,H,D], so no transposes run.
+  const bool fused = n.attrs.count("cpu_qkv") > 0;
+  int64_t B, H, S, D, Hk, T, Dv;
+  const float *Q, *K, *V;
+  int64_t qb, qh, qs, kb, kh, ks, vb, vh, vs, ob, oh, os;
+  const Tensor* mask_t = nullptr;
+  if (fused) {
+    const Tensor& qkv = in[0];
+    H = Hk = attr_int(n, "cpu_qkv");
+    B = qkv.shape()[0];
+    S = T = qkv.shape()[1];
+    D = Dv = qkv.shape()[2] / (3 * H);
+    const int64_t W = 3 * H * D;
+    Q = qkv.data<float>();
+    K = Q + H * D;
+    V = Q + 2 * H * D;
+    qb = kb = vb = S * W;
+    qh = kh = vh = D;
+    qs = ks = vs = W;
+    ob = S * H * D, oh = D, os = H * D;
+    if (in.size() > 1) mask_t = &in[1];
+  } else {
+    const Tensor &q = in[0], &k = in[1], &v = in[2];
+    B = q.shape()[0], H = q.shape()[1], S = q.shape()[2], D = q.shape()[3];
+    Hk = k.shape()[1], T = k.shape()[2], Dv = v.shape()[3];
+    Q = q.data<float>(), K = k.data<float>(), V = v.data<float>();
+    qb = H * S * D, qh = S * D, qs = D;
+    kb = Hk * T * D, kh = T * D, ks = D;
+    vb = Hk * T * Dv, vh = T * Dv, vs = Dv;
+    ob = H * S * Dv, oh = S * Dv, os = Dv;
+    if (in.size() > 3) mask_t = &in[3];
+  }
   double sc = attr_float(n, "scale");
   float scale = static_cast<float>(sc == 0 ? 1.0 / std::sqrt(static_cast<double>(D)) : sc);
   bool causal = kind == "causal" || kind == "causal_padding";
@@ -177,7 +181,7 @@ void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>
   bool bias = kind == "bias";
   int64_t bstr[4] = {0, 0, 0, 0};
   if (bias) {  // the bias broadcasts to [B,H,S,T]: size-1 dims get stride 0
-    const auto& bs = in[3].shape();
+    const auto& bs = mask_t->shape();
     int64_t full[4] = {B, H, S, T}, r = static_cast<int64_t>(bs.size()), st = 1;
     for (int64_t d = 3; d >= 0; --d) {
       int64_t bd = d - (4 - r);
@@ -186,61 +190,88 @@ void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>
       st *= size;
     }
   }
-  // Key mask per batch row, read once (any dtype: nonzero = attend).
-  std::vector<char> keep;
+  // Key mask per batch row, read once (any dtype: nonzero = attend). Keys past the last kept one
+  // are skipped entirely (t_end), which saves the padded tail of short sentences.
+  thread_local std::vector<char> keep;
+  thread_local std::vector<int64_t> t_end;
+  keep.assign(static_cast<size_t>(padding ? B * T : 0), 1);
+  t_end.assign(static_cast<size_t>(B), T);
   if (padding) {
-    keep.resize(static_cast<size_t>(B * T));
-    for (int64_t i = 0; i < B * T; ++i) keep[i] = in[3].get(i) != 0.0;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t last = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        bool k = mask_t->get(b * T + t) != 0.0;
+        keep[b * T + t] = k;
+        if (k) last = t + 1;
+      }
+      if (!causal) t_end[b] = last;
+    }
   }
-  const float *Q = q.data<float>(), *K = k.data<float>(), *V = v.data<float>();
-  const float* Bias = bias ? in[3].data<float>() : nullptr;
+  // (thread_local storage is the caller's; workers read it through these plain pointers)
+  const char* keep_p = keep.data();
+  const int64_t* t_end_p = t_end.data();
+  const float* Bias = bias ? mask_t->data<float>() : nullptr;
   float* O = out[0].data<float>();
-  constexpr int64_t kRows = 64;  // query rows per block: the score block stays in L1/L2
-  int64_t sblocks = (S + kRows - 1) / kRows;
-  // Direct vectorized loops (RLX_ATTN_DIRECT=1, small heads only) measured 1.6-1.9x slower than
-  // an OpenBLAS call per block at b32 s128 D=32 here, so BLAS is the default.
-  const bool direct = D <= 128 && T <= 1024 && std::getenv("RLX_ATTN_DIRECT") != nullptr;
+  const bool fast = fast_gemm_available();
+  constexpr int64_t kRows = 128;  // query rows per block: the score block stays in L2
+  const int64_t sblocks = (S + kRows - 1) / kRows;
   parallel_for(B * H * sblocks, 1, [&](int64_t w0, int64_t w1) {
-    thread_local std::vector<float> scores, kt;
+    thread_local std::vector<float> scores, kp, vp;
     if (static_cast<int64_t>(scores.size()) < kRows * T) scores.resize(static_cast<size_t>(kRows * T));
-    if (direct && static_cast<int64_t>(kt.size()) < D * T) kt.resize(static_cast<size_t>(D * T));
+    if (fast) {
+      int64_t kn = packed_b_size(D, T), vn = packed_b_size(T, Dv);
+      if (static_cast<int64_t>(kp.size()) < kn) kp.resize(static_cast<size_t>(kn));
+      if (static_cast<int64_t>(vp.size()) < vn) vp.resize(static_cast<size_t>(vn));
+    }
     float* P = scores.data();
-    const float* packed = nullptr;  // the K head currently transposed into kt
+    int64_t packed_bh = -1;  // the (b, h) whose K and V are packed in kp / vp
     for (int64_t w = w0; w < w1; ++w) {
       int64_t bh = w / sblocks, s0 = (w % sblocks) * kRows, rows = std::min(kRows, S - s0);
-      int64_t b = bh / H, h = bh % H, hk = h / (H / Hk);
-      const float* Kb = K + (b * Hk + hk) * T * D;
-      const float* Vb = V + (b * Hk + hk) * T * Dv;
-      const float* Qb = Q + ((b * H + h) * S + s0) * D;
-      float* Ob = O + ((b * H + h) * S + s0) * Dv;
-      if (direct) {
-        if (packed != Kb) transpose_block(Kb, kt.data(), T, D);
-        packed = Kb;
-        qk_block(Qb, kt.data(), P, rows, D, T);
+      int64_t b = bh / H, h = bh % H, hk = h / (H / Hk), Te = t_end_p[b];
+      const float* Kb = K + b * kb + hk * kh;
+      const float* Vb = V + b * vb + hk * vh;
+      const float* Qb = Q + b * qb + h * qh + s0 * qs;
+      float* Ob = O + b * ob + h * oh + s0 * os;
+      if (Te == 0) {  // every key masked: zeros, by definition
+        for (int64_t i = 0; i < rows; ++i) std::fill(Ob + i * os, Ob + i * os + Dv, 0.f);
+        continue;
+      }
+      if (fast) {
+        if (packed_bh != bh) {
+          pack_b(true, Kb, ks, D, Te, kp.data());
+          pack_b(false, Vb, vs, Te, Dv, vp.data());
+          packed_bh = bh;
+        }
+        gemm_packed_serial(rows, Te, D, Qb, qs, kp.data(), P, Te, nullptr);
       } else {
-        sgemm_serial(false, true, rows, T, D, Qb, D, Kb, D, P, T);
+        sgemm_serial(false, true, rows, Te, D, Qb, qs, Kb, ks, P, Te);
       }
       for (int64_t i = 0; i < rows; ++i) {
         int64_t s = s0 + i;
-        float* p = P + i * T;
+        float* p = P + i * Te;
         bool any = false;
-        for (int64_t t = 0; t < T; ++t) {
-          bool ok = (!causal || t <= s + (T - S)) && (!padding || keep[b * T + t]);
-          float d = p[t] * scale;
-          if (bias) d += Bias[b * bstr[0] + h * bstr[1] + s * bstr[2] + t * bstr[3]];
-          p[t] = ok ? d : -std::numeric_limits<float>::infinity();
-          any |= ok;
+        if (!causal && !bias && !padding) {
+          row_scale(p, Te, scale);
+          any = true;
+        } else {
+          for (int64_t t = 0; t < Te; ++t) {
+            bool ok = (!causal || t <= s + (T - S)) && (!padding || keep_p[b * T + t]);
+            float d = p[t] * scale;
+            if (bias) d += Bias[b * bstr[0] + h * bstr[1] + s * bstr[2] + t * bstr[3]];
+            p[t] = ok ? d : -std::numeric_limits<float>::infinity();
+            any |= ok;
+          }
         }
         if (!any) {  // fully masked row: zeros, by definition
-          std::fill(p, p + T, 0.f);
+          std::fill(p, p + Te, 0.f);
           continue;
         }
-        softmax_row(p, p, T);
+        softmax_row(p, p, Te);
       }
-      if (direct)
-        pv_block(P, Vb, Ob, rows, T, Dv);
+      if (fast)
+        gemm_packed_serial(rows, Dv, Te, P, Te, vp.data(), Ob, os, nullptr);
       else
-        sgemm_serial(false, false, rows, Dv, T, P, T, Vb, Dv, Ob, Dv);
+        sgemm_serial(false, false, rows, Dv, Te, P, Te, Vb, vs, Ob, os);
     }
   });
 }

@@ -3,6 +3,7 @@
 #include "backends/cpu/parallel.h"
 
 #include <atomic>
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -42,10 +43,10 @@ class Pool {
   }
   int size() const { return n_; }
 
-  void run(int64_t chunks, const std::function<void(int64_t)>& body) {
+  void run(int64_t chunks, RangeFn body) {  // body(c, c + 1) per chunk c
     {
       std::lock_guard<std::mutex> l(m_);
-      body_ = &body;
+      body_ = &body;  // lives on the caller's stack until run() returns
       chunks_ = chunks;
       next_.store(0);
       closed_ = false;
@@ -65,7 +66,7 @@ class Pool {
  private:
   void work() {
     t_in_pool = true;
-    for (int64_t c; (c = next_.fetch_add(1)) < chunks_;) (*body_)(c);
+    for (int64_t c; (c = next_.fetch_add(1)) < chunks_;) (*body_)(c, c + 1);
     t_in_pool = false;
   }
   void loop() {
@@ -98,7 +99,7 @@ class Pool {
   std::atomic<int> active_{0};
   int64_t chunks_ = 0;
   bool closed_ = true;
-  const std::function<void(int64_t)>* body_ = nullptr;
+  const RangeFn* body_ = nullptr;
   bool stop_ = false;
 };
 
@@ -123,7 +124,7 @@ int num_threads() {
   return n;
 }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int nt = num_threads();
@@ -134,8 +135,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   chunks = (n + per - 1) / per;
   std::unique_lock<std::mutex> l(g_run_mutex, std::try_to_lock);
   if (!l.owns_lock()) return fn(0, n);  // another thread holds the pool: run inline
-  std::function<void(int64_t)> body = [&](int64_t c) { fn(c * per, std::min(n, (c + 1) * per)); };
-  pool().run(chunks, body);
+  auto body = [&](int64_t c, int64_t) { fn(c * per, std::min(n, (c + 1) * per)); };
+  pool().run(chunks, RangeFn(body));
 }
 
 }  // namespace rlx::cpu

@@ -2,14 +2,30 @@
 // inside it (we split GEMMs ourselves), so two pools never fight over the cores.
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <type_traits>
+#include <utility>
 
 namespace rlx::cpu {
+
+// A non-owning reference to a callable fn(int64_t, int64_t): unlike std::function it never
+// allocates, so a run after warm-up stays allocation-free.
+class RangeFn {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
+  RangeFn(F&& f)  // NOLINT: implicit, so lambdas pass straight in
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, int64_t a, int64_t b) { (*static_cast<std::remove_reference_t<F>*>(o))(a, b); }) {}
+  void operator()(int64_t a, int64_t b) const { call_(obj_, a, b); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
 
 // Worker count: RLX_NUM_THREADS when set, else the number of cores. Fixed at first use.
 int num_threads();
 // Calls fn(begin, end) over [0, n) split into contiguous ranges of at least `grain` items, in
 // parallel on the pool (the caller takes part). Nested calls run inline.
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
 }  // namespace rlx::cpu

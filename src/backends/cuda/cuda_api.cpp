@@ -74,6 +74,7 @@ Loaded load() {
       DRV(cuGraphDestroy, "cuGraphDestroy"), DRV(cuGraphExecDestroy, "cuGraphExecDestroy"),
       DRV(cuEventCreate, "cuEventCreate"), DRV(cuEventRecord, "cuEventRecord"),
       DRV(cuEventSynchronize, "cuEventSynchronize"), DRV(cuEventElapsedTime, "cuEventElapsedTime_v2");
+  DRV(cuEventDestroy, "cuEventDestroy_v2");
 #undef DRV
   if (!a.cuEventElapsedTime) {  // older drivers export only the unversioned name
     miss.clear();

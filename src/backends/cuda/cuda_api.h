@@ -44,6 +44,7 @@ constexpr int kCudaR32F = 0, kCudaR64F = 1, kCudaR16F = 2, kCudaR16BF = 14;
 constexpr int kCompute32F = 68, kCompute32FFastTF32 = 77, kCompute64F = 70;
 constexpr int kOpN = 0, kOpT = 1;
 constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8, kDescBiasDataType = 26;
+constexpr int kDescBiasBatchStride = 10;
 constexpr int kLayoutBatchCount = 5, kLayoutStridedBatchOffset = 6;
 constexpr int kPrefMaxWorkspace = 1;
 constexpr int kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueReluBias = 6,
@@ -86,6 +87,7 @@ struct Api {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
   // nvrtc
   nvrtcResult (*nvrtcVersion)(int*, int*);
   nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,

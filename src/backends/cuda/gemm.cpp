@@ -1,5 +1,6 @@
 #include "backends/cuda/gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -115,16 +116,21 @@ GemmPlan::GemmPlan(const GemmShape& s, size_t workspace_bytes) : s_(s) {
       check_blas(a.cublasLtMatrixLayoutSetAttribute(l, kLayoutBatchCount, &bc, sizeof bc), "batch count");
       check_blas(a.cublasLtMatrixLayoutSetAttribute(l, kLayoutStridedBatchOffset, &st, sizeof st), "batch stride");
     }
+    if (s.bias && s.bias_stride) {
+      int64_t bs = s.bias_stride;
+      check_blas(a.cublasLtMatmulDescSetAttribute(desc_, kDescBiasBatchStride, &bs, sizeof bs), "bias batch stride");
+    }
   }
   cublasLtMatmulPreference_t pref = nullptr;
   check_blas(a.cublasLtMatmulPreferenceCreate(&pref), "preference");
   uint64_t ws = workspace_bytes;
   check_blas(a.cublasLtMatmulPreferenceSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof ws), "workspace");
-  cublasLtMatmulHeuristicResult_t res[1] = {};
+  cublasLtMatmulHeuristicResult_t res[8] = {};
   int found = 0;
   // The heuristic needs the bias pointer's alignment; a null pointer is accepted for planning.
-  check_blas(a.cublasLtMatmulAlgoGetHeuristic(blas_handle(), desc_, la_, lb_, lc_, lc_, pref, 1, res, &found),
+  check_blas(a.cublasLtMatmulAlgoGetHeuristic(blas_handle(), desc_, la_, lb_, lc_, lc_, pref, 8, res, &found),
              "heuristic");
+  cands_.assign(res, res + std::max(found, 0));
   a.cublasLtMatmulPreferenceDestroy(pref);
   RLX_CHECK(found > 0, "[cuda] cuBLASLt has no algorithm for a ", s.M, "x", s.N, "x", s.K, " ", dtype_name(s.dtype),
             " GEMM");

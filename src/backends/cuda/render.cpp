@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "backends/cuda/render_internal.h"
+
 namespace rlx::cuda {
 
-namespace {
+namespace detail {  // shared with render_attention.cpp through render_internal.h
 
 using O = OpKind;
 
@@ -45,6 +47,15 @@ __device__ __forceinline__ float warp_sum(float v) { for (int o = 16; o; o >>= 1
 __device__ __forceinline__ float warp_max(float v) { for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
 __device__ __forceinline__ double warp_sum(double v) { for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
 __device__ __forceinline__ double warp_max(double v) { for (int o = 16; o; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
+)";
+
+// double -> float rounded to odd, so a later rounding to f16/bf16 equals one direct rounding (as the
+// reference's to_float_odd).
+const char* kRoundOdd = R"(__device__ __forceinline__ float odd_f(double v) {
+  float f = __double2float_rz(v);
+  if (f == f && (double)f != v && !isinf(f)) f = __int_as_float(__float_as_int(f) | 1);
+  return f;
+}
 )";
 
 enum class Dm { F, D, I, B };  // compute domain: float, double, int64, bool
@@ -268,7 +279,16 @@ std::string elementwise_loop(int64_t n, const std::vector<int64_t>& od, bool coo
   return os.str();
 }
 
-}  // namespace
+
+std::string join_terms(const std::vector<std::string>& t) {
+  std::string e;
+  for (auto& x : t) e += (e.empty() ? "" : " + ") + x;
+  return e.empty() ? "0" : e;
+}
+
+}  // namespace detail
+
+using namespace detail;
 
 std::string c_type(DType t) {
   switch (t) {
@@ -341,11 +361,6 @@ KernelSource index_kernel(const std::vector<ValueType>& in, const ValueType& out
   return ks;
 }
 
-std::string join_terms(const std::vector<std::string>& t) {
-  std::string e;
-  for (auto& x : t) e += (e.empty() ? "" : " + ") + x;
-  return e.empty() ? "0" : e;
-}
 
 KernelSource reduce_kernel(const LirKernel& k, const ValueType& x, const ValueType& out) {
   auto xd = static_dims(x.shape);
@@ -387,6 +402,40 @@ KernelSource reduce_kernel(const LirKernel& k, const ValueType& x, const ValueTy
   b << "      " << acc << " v = (" << acc << ")" << load(t, "in0[off]") << ";\n      " << step << "\n    }\n";
   b << "    out0[i] = " << store(out.dtype, d == Dm::F ? "(float)a" : "a") << ";\n";
   KernelSource ks;
+  if (m >= 64 && n >= 1) {
+    // Parallel form: the reduced range is split over threads and the partials combined in shared
+    // memory. Rows (innermost dim reduced): one 256-thread block per output, consecutive threads
+    // read consecutive elements. Columns: 32 outputs x 16 slices per block, the lanes of a warp
+    // on consecutive outputs. The combination order differs from the serial loop (sums round
+    // differently, within the reduction tolerance; integer sums wrap identically).
+    bool rows = red[r - 1];
+    const int tx = rows ? 1 : 32, ty = rows ? 256 : 16;
+    std::ostringstream p;
+    p << header({x}, {out}) << "  __shared__ " << acc << " sh[" << tx * ty << "];\n"
+      << "  const int tx = " << (rows ? "0" : "threadIdx.x % 32") << ", ty = " << (rows ? "threadIdx.x" : "threadIdx.x / 32")
+      << ";\n"
+      << "  long long i = (long long)blockIdx.x * " << tx << " + tx;\n"
+      << "  " << acc << " a = " << init << ";\n"
+      << "  if (i < " << n << ") {\n";
+    auto kd = kdims.empty() ? std::vector<int64_t>{1} : kdims;
+    p << unravel(kd, "i", "long long");
+    p << "    long long base = " << join_terms(base) << ";\n"
+      << "    for (long long j = ty; j < " << m << "; j += " << ty << ") {\n      long long rr = j, off = base;\n";
+    for (int64_t q = static_cast<int64_t>(rdims.size()) - 1; q >= 0; --q)
+      p << "      off += (rr % " << rdims[q] << ") * " << rst[q] << "; rr /= " << rdims[q] << ";\n";
+    p << "      " << acc << " v = (" << acc << ")" << load(t, "in0[off]") << ";\n      " << step << "\n    }\n  }\n"
+      << "  sh[ty * " << tx << " + tx] = a;\n  __syncthreads();\n"
+      << "  for (int h = " << ty / 2 << "; h > 0; h >>= 1) {\n"
+      << "    if (ty < h) { " << acc << " v = sh[(ty + h) * " << tx << " + tx]; a = sh[ty * " << tx << " + tx]; " << step
+      << " sh[ty * " << tx << " + tx] = a; }\n"
+      << "    __syncthreads();\n  }\n"
+      << "  if (ty == 0 && i < " << n << ") out0[i] = " << store(out.dtype, d == Dm::F ? "(float)sh[tx]" : "sh[tx]") << ";\n}\n";
+    ks.code = p.str();
+    ks.block = static_cast<unsigned>(tx * ty);
+    ks.grid = static_cast<unsigned>((n + tx - 1) / tx);
+    ks.num_params = 2;
+    return ks;
+  }
   ks.code = header({x}, {out}) + elementwise_loop(n, kdims.empty() ? std::vector<int64_t>{1} : kdims, true, b.str());
   ks.grid = grid_for(std::max<int64_t>(n, 1), ks.block);
   ks.num_params = 2;
@@ -525,6 +574,69 @@ KernelSource norm_kernel(const LirKernel& k, const std::vector<ValueType>& in, c
     << "  long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; int lane = threadIdx.x & 31;\n"
     << "  if (row >= " << rows << ") return;\n  long long base = row * " << inner << ";\n"
     << "  " << ct << " s = 0;\n";
+  std::string g = "in" + std::to_string(gi), bt = "in" + std::to_string(gi + 1);
+  bool same_dt = true;
+  for (auto& t : in) same_dt &= t.dtype == x.dtype;
+  bool vec_dt = x.dtype == DType::f16 || x.dtype == DType::bf16 || x.dtype == DType::f32;
+  if (inner <= 1024 && inner % 128 == 0 && same_dt && vec_dt && out.dtype == x.dtype) {
+    // Row in registers, 4 elements per lane per 128-wide chunk: 8- or 16-byte loads and stores.
+    int64_t nc = inner / 128;
+    std::string el = c_type(x.dtype), vt = x.dtype == DType::f32 ? "float4" : "uint2";
+    auto ldv = [&](const std::string& ptr, const std::string& name) {
+      return "      " + vt + " " + name + "_v = *reinterpret_cast<const " + vt + "*>(" + ptr + " + o);\n      const " + el +
+             "* " + name + " = reinterpret_cast<const " + el + "*>(&" + name + "_v);\n";
+    };
+    b << "  float xv[" << nc * 4 << "];\n"
+      << "  #pragma unroll\n  for (int c = 0; c < " << nc << "; ++c) {\n"
+      << "    long long o = base + c * 128 + lane * 4;\n    {\n" << ldv("in0", "xa");
+    if (res) b << ldv("in1", "xb");
+    b << "      #pragma unroll\n      for (int e = 0; e < 4; ++e) xv[c * 4 + e] = "
+      << (res ? wrap(x.dtype, load(x.dtype, "xa[e]") + " + " + load(x.dtype, "xb[e]")) : load(x.dtype, "xa[e]")) << ";\n    }\n  }\n";
+    if (layer)
+      b << "  #pragma unroll\n  for (int q = 0; q < " << nc * 4 << "; ++q) s += xv[q];\n"
+        << "  float mean = warp_sum(s) / " << inner << ";\n  s = 0;\n"
+        << "  #pragma unroll\n  for (int q = 0; q < " << nc * 4 << "; ++q) { float d = xv[q] - mean; s += d * d; }\n";
+    else
+      b << "  float mean = 0;\n  #pragma unroll\n  for (int q = 0; q < " << nc * 4 << "; ++q) s += xv[q] * xv[q];\n";
+    b << "  float inv = 1.0f / sqrtf(warp_sum(s) / " << inner << " + (float)" << num(eps) << ");\n"
+      << "  #pragma unroll\n  for (int c = 0; c < " << nc << "; ++c) {\n"
+      << "    long long o = c * 128 + lane * 4;\n    {\n" << ldv(g, "ga");
+    if (beta) b << ldv(bt, "be");
+    b << "      " << vt << " y_v; " << el << "* y = reinterpret_cast<" << el << "*>(&y_v);\n"
+      << "      #pragma unroll\n      for (int e = 0; e < 4; ++e) y[e] = "
+      << store(x.dtype, "(xv[c * 4 + e] - mean) * inv * " + load(x.dtype, "ga[e]") + (beta ? " + " + load(x.dtype, "be[e]") : ""))
+      << ";\n      *reinterpret_cast<" << vt << "*>(out0 + base + o) = y_v;\n    }\n  }\n}\n";
+    KernelSource ks;
+    ks.code = b.str();
+    ks.grid = grid_for(rows * 32, 256);
+    ks.num_params = static_cast<int>(in.size()) + 1;
+    return ks;
+  }
+  if (inner <= 1024) {  // the row lives in registers: one read of x (and the residual) instead of three
+    int64_t npl = (inner + 31) / 32;
+    b << "  " << ct << " xv[" << npl << "];\n"
+      << "  #pragma unroll\n  for (int q = 0; q < " << npl << "; ++q) { int j = lane + 32 * q; xv[q] = j < " << inner
+      << " ? " << X("base + j") << " : (" << ct << ")0; }\n";
+    if (layer)
+      b << "  #pragma unroll\n  for (int q = 0; q < " << npl << "; ++q) s += xv[q];\n"
+        << "  " << ct << " mean = warp_sum(s) / " << inner << ";\n  s = 0;\n"
+        << "  #pragma unroll\n  for (int q = 0; q < " << npl << "; ++q) if (lane + 32 * q < " << inner << ") { " << ct
+        << " d = xv[q] - mean; s += d * d; }\n";
+    else
+      b << "  " << ct << " mean = 0;\n"
+        << "  #pragma unroll\n  for (int q = 0; q < " << npl << "; ++q) s += xv[q] * xv[q];\n";
+    b << "  " << ct << " inv = " << (x.dtype == DType::f64 ? "1.0 / sqrt" : "1.0f / sqrtf") << "(warp_sum(s) / " << inner
+      << " + (" << ct << ")" << num(eps) << ");\n"
+      << "  #pragma unroll\n  for (int q = 0; q < " << npl << "; ++q) { int j = lane + 32 * q; if (j < " << inner
+      << ") { " << ct << " y = (xv[q] - mean) * inv * " << load(in[gi].dtype, g + "[j]")
+      << (beta ? " + " + load(in[gi + 1].dtype, bt + "[j]") : "") << "; out0[base + j] = " << store(out.dtype, "y")
+      << "; } }\n}\n";
+    KernelSource ks;
+    ks.code = b.str();
+    ks.grid = grid_for(rows * 32, 256);
+    ks.num_params = static_cast<int>(in.size()) + 1;
+    return ks;
+  }
   if (layer) {
     b << "  for (int j = lane; j < " << inner << "; j += 32) s += " << X("base + j") << ";\n"
       << "  " << ct << " mean = warp_sum(s) / " << inner << ";\n  s = 0;\n"
@@ -534,7 +646,6 @@ KernelSource norm_kernel(const LirKernel& k, const std::vector<ValueType>& in, c
     b << "  " << ct << " mean = 0;\n"
       << "  for (int j = lane; j < " << inner << "; j += 32) { " << ct << " d = " << X("base + j") << "; s += d * d; }\n";
   }
-  std::string g = "in" + std::to_string(gi), bt = "in" + std::to_string(gi + 1);
   b << "  " << ct << " inv = " << (x.dtype == DType::f64 ? "1.0 / sqrt" : "1.0f / sqrtf") << "(warp_sum(s) / " << inner
     << " + (" << ct << ")" << num(eps) << ");\n"
     << "  for (int j = lane; j < " << inner << "; j += 32) { " << ct << " y = (" << X("base + j")
@@ -547,209 +658,45 @@ KernelSource norm_kernel(const LirKernel& k, const std::vector<ValueType>& in, c
   return ks;
 }
 
-// Attention geometry, with the layout each tensor is stored in: [B,H,S,D] by default, [B,S,H,D]
-// when the backend folded the neighbouring transpose into the kernel (attr cuda_<t>_bshd).
-struct AttnGeom {
-  int64_t B, H, S, D, Hkv, T, Dv;
-  bool q_bshd, k_bshd, v_bshd, o_bshd;
-  // Offset (in elements) of row (b, h, s) of a tensor with `heads` heads, `rows` rows, `dim` width.
-  static std::string row(bool bshd, const std::string& b, const std::string& h, const std::string& s, int64_t heads,
-                         int64_t rows, int64_t dim) {
-    if (bshd) return "((" + b + " * " + std::to_string(rows) + " + " + s + ") * " + std::to_string(heads) + " + " + h +
-                     ") * " + std::to_string(dim);
-    return "((" + b + " * " + std::to_string(heads) + " + " + h + ") * " + std::to_string(rows) + " + " + s + ") * " +
-           std::to_string(dim);
-  }
-};
-
-AttnGeom attn_geom(const LirKernel& k, const std::vector<ValueType>& in) {
-  auto flag = [&](const char* n) { return k.attrs.count(n) > 0; };
-  AttnGeom g{};
-  g.q_bshd = flag("cuda_q_bshd"), g.k_bshd = flag("cuda_k_bshd"), g.v_bshd = flag("cuda_v_bshd");
-  g.o_bshd = flag("cuda_out_bshd");
-  auto qd = static_dims(in[0].shape), kd = static_dims(in[1].shape), vd = static_dims(in[2].shape);
-  g.B = qd[0], g.D = qd[3], g.H = g.q_bshd ? qd[2] : qd[1], g.S = g.q_bshd ? qd[1] : qd[2];
-  g.Hkv = g.k_bshd ? kd[2] : kd[1], g.T = g.k_bshd ? kd[1] : kd[2], g.Dv = vd[3];
-  return g;
-}
-
-// Mask/bias code shared by both attention kernels: sets `ok` for key `j` of query row `srow`
-// and adds the bias (times `bias_scale`) to `sc`.
-std::string attn_mask_code(const LirKernel& k, const std::vector<ValueType>& in, const AttnGeom& g,
-                           const std::string& bias_scale) {
-  Node nd{k.op, {}, {}, k.attrs, ""};
-  const std::string& kind = attr_str(nd, "mask");
-  bool causal = kind == "causal" || kind == "causal_padding", padding = kind == "padding" || kind == "causal_padding",
-       bias = kind == "bias";
-  RLX_CHECK(causal || padding || bias || kind == "none", "[cuda] attention: unknown mask kind '", kind, "'");
-  std::ostringstream b;
-  if (causal) b << "      ok = ok && j <= srow + (" << g.T - g.S << ");\n";
-  if (padding) b << "      ok = ok && (j < " << g.T << " ? " << load(in[3].dtype, "in3[bb * " + std::to_string(g.T) + " + j]") << " != 0 : false);\n";
-  if (bias) {
-    auto bd = static_dims(in[3].shape);
-    auto bst = strides(bd);
-    std::vector<std::string> terms;
-    const char* cv[] = {"bb", "hh", "(long long)srow", "(long long)j"};
-    int64_t off = 4 - static_cast<int64_t>(bd.size());
-    for (int64_t q = 0; q < 4; ++q) {
-      int64_t bq = q - off;
-      if (bq < 0 || bd[bq] == 1) continue;
-      terms.push_back(std::string(cv[q]) + " * " + std::to_string(bst[bq]));
-    }
-    b << "      if (ok && srow < " << g.S << ") sc += " << bias_scale << " * "
-      << load(in[3].dtype, "in3[" + join_terms(terms) + "]") << ";\n";
-  }
-  b << "      if (sc == -1.0f/0.0f) ok = false;\n";
-  return b.str();
-}
-
-// Thread-per-query-row attention (head dims <= 64): each thread keeps its query row and output
-// accumulators in registers and streams K/V through shared memory 64 keys at a time with an online
-// (exp2-based) softmax over blocks of 8 keys; no cross-lane reductions on the critical path.
-KernelSource attention_rows_kernel(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out,
-                                   const AttnGeom& g, double scale, int64_t sm_count) {
-  // RLX_CUDA_ATTN_VEC=1: float4 shared-memory reads (broadcast LDS.128, a quarter of the loads) and
-  // 32-row blocks when 64-row ones leave most multiprocessors idle. Compile-checked, not yet run on
-  // the H200, so it is opt-in; the default is the variant that passed conformance there.
-  const bool tuned = std::getenv("RLX_CUDA_ATTN_VEC") && std::string(std::getenv("RLX_CUDA_ATTN_VEC")) == "1";
-  const int kRows = tuned && g.B * g.H * ((g.S + 63) / 64) < 2 * sm_count ? 32 : 64, kChunk = 64;
-  const bool vec = tuned && g.D % 4 == 0 && g.Dv % 4 == 0;
-  DType t = in[0].dtype;
-  const double log2e = 1.4426950408889634;
-  std::ostringstream b;
-  b << header(in, {out});
-  b << "  const int D = " << g.D << ", DV = " << g.Dv << ", T = " << g.T << ", S = " << g.S << ";\n"
-    << "  __shared__ __align__(16) float ks[" << kChunk << "][D];\n  __shared__ __align__(16) float vs[" << kChunk << "][DV];\n"
-    << "  long long bh = blockIdx.y, bb = bh / " << g.H << ", hh = bh % " << g.H << ", hk = hh / " << g.H / g.Hkv << ";\n"
-    << "  int srow = blockIdx.x * " << kRows << " + threadIdx.x;\n"
-    << "  float q[D], acc[DV];\n"
-    << "  long long qo = " << AttnGeom::row(g.q_bshd, "bb", "hh", "(long long)srow", g.H, g.S, g.D) << ";\n"
-    << "  #pragma unroll\n  for (int d = 0; d < D; ++d) q[d] = srow < S ? " << load(t, "in0[qo + d]") << " * "
-    << num(scale * log2e) << "f : 0.0f;\n"
-    << "  #pragma unroll\n  for (int d = 0; d < DV; ++d) acc[d] = 0.0f;\n"
-    << "  float m = -1.0f/0.0f, l = 0.0f;\n"
-    << "  for (int t0 = 0; t0 < T; t0 += " << kChunk << ") {\n"
-    << "    __syncthreads();\n"
-    << "    for (int e = threadIdx.x; e < " << kChunk << " * D; e += blockDim.x) { int jj = e / D, dd = e % D;"
-    << " ks[jj][dd] = t0 + jj < T ? " << load(t, "in1[" + AttnGeom::row(g.k_bshd, "bb", "hk", "(long long)(t0 + jj)", g.Hkv, g.T, g.D) + " + dd]")
-    << " : 0.0f; }\n"
-    << "    for (int e = threadIdx.x; e < " << kChunk << " * DV; e += blockDim.x) { int jj = e / DV, dd = e % DV;"
-    << " vs[jj][dd] = t0 + jj < T ? " << load(t, "in2[" + AttnGeom::row(g.v_bshd, "bb", "hk", "(long long)(t0 + jj)", g.Hkv, g.T, g.Dv) + " + dd]")
-    << " : 0.0f; }\n"
-    << "    __syncthreads();\n"
-    << "    for (int j0 = 0; j0 < " << kChunk << " && t0 + j0 < T; j0 += 8) {\n"
-    << "      float s8[8];\n"
-    << "      #pragma unroll\n      for (int u = 0; u < 8; ++u) {\n"
-    << "        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;\n";
-  if (vec)
-    b << "        const float4* kr = reinterpret_cast<const float4*>(&ks[j0 + u][0]);\n"
-      << "        #pragma unroll\n        for (int d4 = 0; d4 < D / 4; ++d4) { float4 kk = kr[d4]; a0 += q[4 * d4] * kk.x;"
-      << " a1 += q[4 * d4 + 1] * kk.y; a2 += q[4 * d4 + 2] * kk.z; a3 += q[4 * d4 + 3] * kk.w; }\n";
-  else
-    b << "        #pragma unroll\n        for (int d = 0; d + 3 < D; d += 4) { a0 += q[d] * ks[j0 + u][d]; a1 += q[d + 1] * ks[j0 + u][d + 1];"
-      << " a2 += q[d + 2] * ks[j0 + u][d + 2]; a3 += q[d + 3] * ks[j0 + u][d + 3]; }\n"
-      << "        #pragma unroll\n        for (int d = D & ~3; d < D; ++d) a0 += q[d] * ks[j0 + u][d];\n";
-  b << "        float sc = (a0 + a1) + (a2 + a3);\n"
-    << "        int j = t0 + j0 + u;\n        bool ok = j < T;\n"
-    << attn_mask_code(k, in, g, num(log2e) + "f")
-    << "        s8[u] = ok ? sc : -1.0f/0.0f;\n      }\n"
-    << "      float mx = s8[0];\n      #pragma unroll\n      for (int u = 1; u < 8; ++u) mx = fmaxf(mx, s8[u]);\n"
-    << "      float mn = fmaxf(m, mx);\n      if (mn == -1.0f/0.0f) continue;\n"
-    << "      float corr = exp2f(m - mn), ps = 0.0f;\n"
-    << "      #pragma unroll\n      for (int u = 0; u < 8; ++u) { s8[u] = exp2f(s8[u] - mn); ps += s8[u]; }\n"
-    << "      l = l * corr + ps;\n      m = mn;\n";
-  if (vec)
-    b << "      #pragma unroll\n      for (int d = 0; d < DV; ++d) acc[d] *= corr;\n"
-      << "      #pragma unroll\n      for (int u = 0; u < 8; ++u) {\n"
-      << "        const float4* vr = reinterpret_cast<const float4*>(&vs[j0 + u][0]);\n"
-      << "        #pragma unroll\n        for (int d4 = 0; d4 < DV / 4; ++d4) { float4 vv = vr[d4]; acc[4 * d4] += s8[u] * vv.x;"
-      << " acc[4 * d4 + 1] += s8[u] * vv.y; acc[4 * d4 + 2] += s8[u] * vv.z; acc[4 * d4 + 3] += s8[u] * vv.w; }\n      }\n";
-  else
-    b << "      #pragma unroll\n      for (int d = 0; d < DV; ++d) {\n"
-      << "        float a = acc[d] * corr;\n"
-      << "        #pragma unroll\n        for (int u = 0; u < 8; ++u) a += s8[u] * vs[j0 + u][d];\n"
-      << "        acc[d] = a;\n      }\n";
-  b << "    }\n  }\n"
-    << "  if (srow >= S) return;\n"
-    << "  float inv = l > 0.0f ? 1.0f / l : 0.0f;\n"
-    << "  long long oo = " << AttnGeom::row(g.o_bshd, "bb", "hh", "(long long)srow", g.H, g.S, g.Dv) << ";\n"
-    << "  #pragma unroll\n  for (int d = 0; d < DV; ++d) out0[oo + d] = " << store(out.dtype, "acc[d] * inv") << ";\n}\n";
-  KernelSource ks;
-  ks.code = b.str();
-  ks.block = kRows;
-  ks.grid = static_cast<unsigned>((g.S + kRows - 1) / kRows);
-  ks.grid_y = static_cast<unsigned>(g.B * g.H);
-  ks.num_params = static_cast<int>(in.size()) + 1;
-  return ks;
-}
-
-// Flash-style attention for wide heads: K/V stream through shared memory 32 keys at a time; each
-// warp owns four query rows (one key per lane) and keeps an online softmax in registers.
-KernelSource attention_kernel(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out,
-                              int64_t sm_count) {
-  Node nd{k.op, {}, {}, k.attrs, ""};
-  AttnGeom g = attn_geom(k, in);
-  int64_t S = g.S, D = g.D, T = g.T, Dv = g.Dv;
-  RLX_CHECK(Dv <= 256 && D <= 256, "[cuda] attention: head dim above 256 is not supported");
-  double scale = attr_float(nd, "scale");
-  if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(D));
-  if (D <= 64 && Dv <= 64 && !std::getenv("RLX_CUDA_ATTN_WARP")) return attention_rows_kernel(k, in, out, g, scale, sm_count);
-  const int kWarps = 8, kRows = 4, kRowsPerBlock = kWarps * kRows;
-  int64_t dv_slots = (Dv + 31) / 32;
-  DType t = in[0].dtype;
-  std::ostringstream b;
-  b << header(in, {out});
-  b << "  const int D = " << D << ", DV = " << Dv << ", T = " << T << ", S = " << S << ", DVS = " << dv_slots << ";\n"
-    << "  __shared__ float qs[" << kRowsPerBlock << "][D];\n  __shared__ float ks[32][D + 1];\n  __shared__ float vs[32][DV + 1];\n"
-    << "  int warp = threadIdx.x / 32, lane = threadIdx.x & 31;\n"
-    << "  long long bh = blockIdx.y; long long bb = bh / " << g.H << ", hh = bh % " << g.H << ", hk = hh / " << g.H / g.Hkv << ";\n"
-    << "  int s0 = blockIdx.x * " << kRowsPerBlock << ";\n"
-    << "  for (int e = threadIdx.x; e < " << kRowsPerBlock << " * D; e += blockDim.x) { int rr = e / D, dd = e % D;"
-    << " qs[rr][dd] = s0 + rr < S ? " << load(t, "in0[" + AttnGeom::row(g.q_bshd, "bb", "hh", "(long long)(s0 + rr)", g.H, g.S, g.D) + " + dd]") << " : 0.0f; }\n"
-    << "  float m[" << kRows << "], l[" << kRows << "], acc[" << kRows << "][DVS];\n"
-    << "  #pragma unroll\n  for (int r = 0; r < " << kRows << "; ++r) { m[r] = -1.0f/0.0f; l[r] = 0.0f;"
-    << " for (int q = 0; q < DVS; ++q) acc[r][q] = 0.0f; }\n"
-    << "  for (int t0 = 0; t0 < T; t0 += 32) {\n"
-    << "    __syncthreads();\n"
-    << "    for (int e = threadIdx.x; e < 32 * D; e += blockDim.x) { int jj = e / D, dd = e % D;"
-    << " ks[jj][dd] = t0 + jj < T ? " << load(t, "in1[" + AttnGeom::row(g.k_bshd, "bb", "hk", "(long long)(t0 + jj)", g.Hkv, g.T, g.D) + " + dd]") << " : 0.0f; }\n"
-    << "    for (int e = threadIdx.x; e < 32 * DV; e += blockDim.x) { int jj = e / DV, dd = e % DV;"
-    << " vs[jj][dd] = t0 + jj < T ? " << load(t, "in2[" + AttnGeom::row(g.v_bshd, "bb", "hk", "(long long)(t0 + jj)", g.Hkv, g.T, g.Dv) + " + dd]") << " : 0.0f; }\n"
-    << "    __syncthreads();\n"
-    << "    int j = t0 + lane;\n"
-    << "    #pragma unroll\n    for (int r = 0; r < " << kRows << "; ++r) {\n"
-    << "      int srow = s0 + warp * " << kRows << " + r;\n"
-    << "      bool ok = j < T;\n"
-    << "      float sc = 0.0f;\n      #pragma unroll 8\n      for (int dd = 0; dd < D; ++dd) sc += qs[warp * " << kRows
-    << " + r][dd] * ks[lane][dd];\n      sc *= " << num(scale) << "f;\n"
-    << attn_mask_code(k, in, g, "1.0f")
-    << "      float mc = warp_max(ok ? sc : -1.0f/0.0f);\n"
-    << "      float mn = fmaxf(m[r], mc);\n"
-    << "      if (mn == -1.0f/0.0f) continue;\n"
-    << "      float p = ok ? __expf(sc - mn) : 0.0f;\n"
-    << "      float corr = __expf(m[r] - mn);\n"
-    << "      l[r] = l[r] * corr + warp_sum(p);\n      m[r] = mn;\n"
-    << "      #pragma unroll\n      for (int q = 0; q < DVS; ++q) acc[r][q] *= corr;\n"
-    << "      #pragma unroll 8\n      for (int jj = 0; jj < 32; ++jj) {\n"
-    << "        float pj = __shfl_sync(0xffffffffu, p, jj);\n"
-    << "        #pragma unroll\n        for (int q = 0; q < DVS; ++q) { int dd = lane + 32 * q; if (dd < DV) acc[r][q] += pj * vs[jj][dd]; }\n"
-    << "      }\n    }\n  }\n"
-    << "  #pragma unroll\n  for (int r = 0; r < " << kRows << "; ++r) {\n"
-    << "    int srow = s0 + warp * " << kRows << " + r;\n    if (srow >= S) continue;\n"
-    << "    float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;\n"
-    << "    long long oo = " << AttnGeom::row(g.o_bshd, "bb", "hh", "(long long)srow", g.H, g.S, g.Dv) << ";\n"
-    << "    for (int q = 0; q < DVS; ++q) { int dd = lane + 32 * q; if (dd < DV) out0[oo + dd] = "
-    << store(out.dtype, "acc[r][q] * inv") << "; }\n  }\n}\n";
-  KernelSource ks;
-  ks.code = b.str();
-  ks.block = 32 * kWarps;
-  ks.grid = static_cast<unsigned>((S + kRowsPerBlock - 1) / kRowsPerBlock);
-  ks.grid_y = static_cast<unsigned>(g.B * g.H);
-  ks.num_params = static_cast<int>(in.size()) + 1;
-  return ks;
-}
-
 }  // namespace
+
+// In-place activation after a GEMM whose epilogue cuBLASLt cannot fuse exactly (erf-GELU, SiLU),
+// computed in f32 and rounded once; 16-byte loads/stores when the size allows.
+KernelSource render_activation(const std::string& act, const ValueType& t) {
+  RLX_CHECK(act == "gelu" || act == "silu", "[cuda] linear: unknown activation '", act, "'");
+  std::string f = act == "gelu" ? "0.5f * x * (1.0f + erff(x * 0.70710678118654752f))" : "x / (1.0f + expf(-x))";
+  Graph body;
+  body.outputs.push_back(body.add_input("a0", t.dtype, t.shape));
+  KernelSource base = render_fused(body, t);  // for the prelude
+  std::string pre = base.code.substr(0, base.code.find("extern \"C\""));
+  int64_t n = numel(t.shape);
+  bool half = t.dtype == DType::f16 || t.dtype == DType::bf16;
+  int width = half ? 8 : (t.dtype == DType::f32 ? 4 : 1);
+  if (n % width) width = 1;
+  std::string ld = t.dtype == DType::f16 ? "h2f(e)" : t.dtype == DType::bf16 ? "bf2f(e)" : "(float)e";
+  std::string st = t.dtype == DType::f16 ? "f2h(y)" : t.dtype == DType::bf16 ? "f2bf(y)" : "y";
+  std::string elem = c_type(t.dtype);
+  int64_t nv = n / width;
+  std::ostringstream c;
+  c << pre << "extern \"C\" __global__ void rlx_kernel(" << elem << "* out0) {\n"
+    << "  for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < " << nv
+    << "; v += (long long)gridDim.x * blockDim.x) {\n";
+  if (width > 1)
+    c << "    uint4 u = reinterpret_cast<uint4*>(out0)[v];\n    " << elem << "* p = reinterpret_cast<" << elem
+      << "*>(&u);\n";
+  else
+    c << "    " << elem << "* p = out0 + v;\n";
+  c << "    #pragma unroll\n    for (int q = 0; q < " << width << "; ++q) { " << elem << " e = p[q]; float x = " << ld
+    << "; float y = " << f << "; p[q] = " << st << "; }\n";
+  if (width > 1) c << "    reinterpret_cast<uint4*>(out0)[v] = u;\n";
+  c << "  }\n}\n";
+  KernelSource ks;
+  ks.code = c.str();
+  ks.block = 256;
+  ks.grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((nv + 255) / 256, 1 << 20)));
+  ks.num_params = 1;
+  return ks;
+}
 
 bool render_library(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
                     KernelSource* ks, int64_t sm_count) {
@@ -860,6 +807,52 @@ bool render_library(const LirKernel& k, const std::vector<ValueType>& in, const 
       *ks = reduce_kernel(k, in[0], o);
       return true;
     case O::ArgMax: case O::ArgMin: *ks = arg_kernel(k, in[0], o); return true;
+    case O::Cumsum: {  // one thread per line along the axis; floats accumulate in double like the reference
+      if (in[0].dtype == DType::boolean) return false;
+      auto xd = static_dims(in[0].shape);
+      int64_t ax = norm_axis(attr_int(nd, "axis"), r, "cumsum");
+      bool rev = nd.attrs.count("reverse") && attr_int(nd, "reverse") != 0;
+      bool excl = nd.attrs.count("exclusive") && attr_int(nd, "exclusive") != 0;
+      int64_t len = xd[ax], inner = strides(xd)[ax], lines = len ? prod(xd) / len : 0;
+      Dm d = dom(in[0].dtype);
+      std::string acc = d == Dm::I ? "long long" : "double";
+      std::ostringstream b;
+      b << "    long long base = (i / " << inner << ") * " << len * inner << " + i % " << inner << ";\n"
+        << "    " << acc << " a = 0;\n"
+        << "    for (long long s = 0; s < " << len << "; ++s) {\n"
+        << "      long long f = base + (" << (rev ? std::to_string(len - 1) + " - s" : "s") << ") * " << inner << ";\n"
+        << "      " << acc << " v = (" << acc << ")" << load(in[0].dtype, "in0[f]") << ";\n";
+      std::string add = d == Dm::I ? "a = wadd(a, v);" : "a += v;";
+      std::string put = d == Dm::I ? store(o.dtype, wrap(o.dtype, "a")) : (o.dtype == DType::f16 || o.dtype == DType::bf16
+                                                                             ? store(o.dtype, "odd_f(a)") : store(o.dtype, "a"));
+      if (!excl) b << "      " << add << "\n";
+      b << "      out0[f] = " << put << ";\n";
+      if (excl) b << "      " << add << "\n";
+      b << "    }\n";
+      ks->code = header(in, {o}) + elementwise_loop(std::max<int64_t>(lines, 0), {std::max<int64_t>(lines, 1)}, false, b.str());
+      ks->code.insert(ks->code.find("extern \"C\""), kRoundOdd);
+      ks->grid = grid_for(std::max<int64_t>(lines, 1), 256);
+      ks->num_params = 2;
+      return true;
+    }
+    case O::RngUniform: {  // splitmix64 per element, as src/ir/rng.h; halves rounded through f32 by round-to-odd
+      if (!is_float(o.dtype)) return false;
+      uint64_t seed = static_cast<uint64_t>(attr_int(nd, "seed"));
+      double lo = attr_float(nd, "low"), hi = attr_float(nd, "high");
+      std::ostringstream b;
+      b << "    unsigned long long z = " << seed << "ull + ((unsigned long long)i + 1ull) * 0x9E3779B97F4A7C15ull;\n"
+        << "    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;\n    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;\n"
+        << "    z ^= z >> 31;\n"
+        << "    double v = " << num(lo) << " + (" << num(hi) << " - " << num(lo) << ") * ((double)(z >> 11) * 1.1102230246251565e-16);\n"
+        << "    out0[i] = " << (o.dtype == DType::f64 ? "v" : o.dtype == DType::f32 ? "(float)v" : store(o.dtype, "odd_f(v)"))
+        << ";\n";
+      *ks = KernelSource{};
+      ks->code = header({}, {o}) + elementwise_loop(prod(od), od.empty() ? std::vector<int64_t>{1} : od, false, b.str());
+      ks->code.insert(ks->code.find("extern \"C\""), kRoundOdd);
+      ks->grid = grid_for(std::max<int64_t>(prod(od), 1), 256);
+      ks->num_params = 1;
+      return true;
+    }
     case O::DotGeneral: *ks = dot_kernel(k, in, o); return true;
     case O::Softmax: *ks = softmax_kernel(k, in[0], o); return true;
     case O::LayerNorm: case O::RmsNorm: *ks = norm_kernel(k, in, o); return true;

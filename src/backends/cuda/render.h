@@ -25,6 +25,9 @@ KernelSource render_fused(const Graph& body, const ValueType& out);
 // device's multiprocessors) picks launch shapes that fill the GPU.
 bool render_library(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
                     KernelSource* ks, int64_t sm_count = 132);
+// In-place activation ("gelu" = erf form, "silu") over a GEMM output that cuBLASLt's epilogues
+// cannot compute exactly; f32 math, rounded once, 16-byte accesses when the size allows.
+KernelSource render_activation(const std::string& act, const ValueType& t);
 // The CUDA C spelling of a dtype's storage.
 std::string c_type(DType t);
 

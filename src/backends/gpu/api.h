@@ -2,6 +2,7 @@
 // from rendered kernel source, launches in order, and a wait. The executor (executable.cpp) is
 // written once against this; each API file is only the API plumbing, with its loader dlopen'ed.
 #pragma once
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,9 +11,24 @@
 
 namespace rlx::gpu {
 
+// What the device reports about itself, queried when the API is opened (Vulkan physical-device
+// features/properties, GL extensions, OpenCL device info). `rlx devices` prints it; capability
+// claims that need a feature in the rendered kernels are gated on it (OpenCL f64 needs fp64).
+// The GLSL renderer packs 8/16-bit values into 32-bit words and computes in 32 bits, so it needs
+// none of these; they are reported for what the hardware could do.
+struct Features {
+  bool fp16 = false;       // half arithmetic in kernels (Vulkan shaderFloat16, cl_khr_fp16, GL half-float ext)
+  bool fp64 = false;       // double arithmetic (Vulkan shaderFloat64, cl_khr_fp64, GL 4.0 core fp64)
+  bool int64 = false;      // 64-bit integer arithmetic (Vulkan shaderInt64, OpenCL long, GL_ARB_gpu_shader_int64)
+  bool int8 = false;       // 8-bit arithmetic/storage (Vulkan shaderInt8 / storageBuffer8BitAccess, OpenCL char)
+  int subgroup_size = 0;   // 0: no subgroup operations in compute; -1: yes, size chosen per kernel
+  std::string str() const;  // "fp16 yes, fp64 no, int64 yes, int8 yes, subgroups 8"
+};
+
 class Api {
  public:
   virtual ~Api() = default;
+  Features features;  // filled by make_*_api
   virtual std::string name() const = 0;    // device name: "vulkan", "opengl", "gpu"
   virtual std::string device() const = 0;  // driver/device description
   virtual const codegen::CLikeRenderer& renderer() const = 0;
@@ -42,6 +58,14 @@ Api* api_for(const std::string& device, std::string* why);
 std::unique_ptr<Api> make_vulkan_api(std::string* why);
 std::unique_ptr<Api> make_opengl_api(std::string* why);
 std::unique_ptr<Api> make_opencl_api(std::string* why);
+
+// GEMM strategy for a device (see CLikeRenderer::set_tiled_gemm): direct on CPU-emulated
+// Vulkan/GL devices, tiled elsewhere; RLX_GPU_GEMM=tiled|direct overrides.
+inline void choose_gemm(codegen::CLikeRenderer& r, bool cpu_emulated) {
+  const char* e = std::getenv("RLX_GPU_GEMM");
+  std::string v = e ? e : "";
+  r.set_tiled_gemm(v == "tiled" ? true : v == "direct" ? false : !cpu_emulated);
+}
 
 // Stable 64-bit hash of kernel source, for the on-disk shader cache.
 uint64_t fnv1a(const std::string& s);

@@ -5,12 +5,25 @@
 
 namespace rlx {
 
+std::string gpu::Features::str() const {
+  auto yn = [](bool b) { return b ? "yes" : "no"; };
+  return std::string("fp16 ") + yn(fp16) + ", fp64 " + yn(fp64) + ", int64 " + yn(int64) + ", int8 " + yn(int8) +
+         ", subgroups " +
+         (subgroup_size > 0 ? std::to_string(subgroup_size) : std::string(subgroup_size < 0 ? "yes" : "no"));
+}
+
 DeviceInfo portable_gpu_device_info(const std::string& name) {
   using D = DType;
   const bool glsl = name != "gpu";
   auto r = glsl ? codegen::make_glsl_renderer() : codegen::make_opencl_renderer();
-  DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean});
-  if (!glsl) storage = storage | DTypeSet::of({D::f64, D::i64});
+  // GLSL stores i64 (64-bit words, 32-bit compute: only convert is claimed, dispatch narrows the
+  // rest to i32); OpenCL has 64-bit integers and cl_khr_fp64.
+  DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean, D::i64});
+  std::string why;
+  gpu::Api* api = gpu::api_for(name, &why);
+  // OpenCL C needs cl_khr_fp64 for double kernels: claim f64 only where the device reports it
+  // (without a device, the API's nominal set stands, as for the devices that cannot run here).
+  if (!glsl && (!api || api->features.fp64)) storage = storage | DTypeSet::of({D::f64});
   CapabilitySet caps;
   caps.storage = storage;
   for (int i = 0; i < num_ops(); ++i) {
@@ -34,11 +47,9 @@ DeviceInfo portable_gpu_device_info(const std::string& name) {
   const char* what = name == "vulkan" ? "GLSL compute -> SPIR-V (glslc) -> Vulkan"
                      : name == "opengl" ? "GLSL 4.50 compute through EGL (surfaceless)"
                                         : "OpenCL C 1.2 rendered kernels";
-  std::string why;
-  gpu::Api* api = gpu::api_for(name, &why);
   DeviceStatus st = DeviceStatus::Available;
   if (api) {
-    why = api->device();
+    why = api->device() + " (" + api->features.str() + ")";
   } else {
     st = why.rfind("no hardware", 0) == 0 ? DeviceStatus::NoHardware : DeviceStatus::NoDriver;
     auto colon = why.find(": ");

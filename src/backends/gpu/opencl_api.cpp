@@ -142,6 +142,21 @@ std::unique_ptr<Api> make_opencl_api(std::string* why) {
     if (e != CL_SUCCESS) continue;
     a->dev = d;
     a->desc = std::string(pname) + ": " + dname;
+    size_t n = 0;
+    a->f.clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, nullptr, &n);
+    std::string ext(n, '\0');
+    a->f.clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, n, ext.data(), nullptr);
+    char profile[64] = {0};
+    a->f.clGetDeviceInfo(d, CL_DEVICE_PROFILE, sizeof profile, profile, nullptr);
+    cl_device_fp_config fp64 = 0;
+    a->f.clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, nullptr);
+    auto has = [&](const char* e) { return (" " + ext + " ").find(std::string(" ") + e + " ") != std::string::npos; };
+    a->features.fp64 = fp64 != 0 || has("cl_khr_fp64");
+    a->features.fp16 = has("cl_khr_fp16");
+    a->features.int64 = std::string(profile) == "FULL_PROFILE" || has("cles_khr_int64");  // long is optional only in EMBEDDED
+    a->features.int8 = true;  // char arithmetic and storage are core OpenCL C
+    choose_gemm(*a->r, false);  // PoCL runs work-item loops around barriers: tiles pay off there too
+    a->features.subgroup_size = has("cl_khr_subgroups") || has("cl_intel_subgroups") ? -1 : 0;
     return a;
   }
   *why = "no hardware: no OpenCL platform offers a usable device";

@@ -6,6 +6,7 @@
 #include <GL/glcorearb.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "backends/gpu/api.h"
@@ -199,6 +200,31 @@ std::unique_ptr<Api> make_opengl_api(std::string* why) {
   const char* ver = reinterpret_cast<const char*>(a->glGetString(GL_VERSION));
   const char* ren = reinterpret_cast<const char*>(a->glGetString(GL_RENDERER));
   a->desc = std::string(ren ? ren : "?") + ", GL " + (ver ? ver : "?");
+  std::string rs = ren ? ren : "";
+  choose_gemm(*a->r, rs.find("llvmpipe") != std::string::npos || rs.find("softpipe") != std::string::npos ||
+                         rs.find("SwiftShader") != std::string::npos);
+  // Device features from the extension list (reported; the GLSL kernels need none of them).
+  auto get_int = reinterpret_cast<PFNGLGETINTEGERVPROC>(gpa("glGetIntegerv"));
+  auto get_stri = reinterpret_cast<PFNGLGETSTRINGIPROC>(gpa("glGetStringi"));
+  if (get_int && get_stri) {
+    GLint n = 0;
+    get_int(GL_NUM_EXTENSIONS, &n);
+    std::string exts = " ";
+    for (GLint i = 0; i < n; ++i)
+      if (auto e = reinterpret_cast<const char*>(get_stri(GL_EXTENSIONS, static_cast<GLuint>(i)))) exts += std::string(e) + " ";
+    auto has = [&](const char* e) { return exts.find(std::string(" ") + e + " ") != std::string::npos; };
+    a->features.fp64 = has("GL_ARB_gpu_shader_fp64") || (ver && std::atof(ver) >= 4.0);  // core since GL 4.0
+    a->features.int64 = has("GL_ARB_gpu_shader_int64");
+    a->features.fp16 = has("GL_AMD_gpu_shader_half_float") || has("GL_NV_gpu_shader5");
+    a->features.int8 = has("GL_NV_gpu_shader5") || has("GL_EXT_shader_explicit_arithmetic_types_int8");
+    a->features.subgroup_size = 0;
+    if (has("GL_KHR_shader_subgroup")) {
+      GLint sz = 0;
+      get_int(0x9532 /* GL_SUBGROUP_SIZE_KHR */, &sz);
+      a->features.subgroup_size = sz > 0 ? sz : -1;
+      while (a->glGetError() != GL_NO_ERROR) {}
+    }
+  }
   return a;
 }
 

@@ -282,6 +282,7 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
   RLX_VKI(vkEnumeratePhysicalDevices) RLX_VKI(vkGetPhysicalDeviceProperties)
   RLX_VKI(vkGetPhysicalDeviceQueueFamilyProperties) RLX_VKI(vkGetPhysicalDeviceMemoryProperties)
   RLX_VKI(vkCreateDevice) RLX_VKI(vkGetDeviceProcAddr)
+  RLX_VKI(vkGetPhysicalDeviceFeatures2) RLX_VKI(vkGetPhysicalDeviceProperties2)
 #undef RLX_VKI
   uint32_t n = 0;
   vkEnumeratePhysicalDevices(a->inst, &n, nullptr);
@@ -351,10 +352,29 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
            "' did not run; apt install glslc, or set RLX_GLSLC)";
     return nullptr;
   }
+  // Device features (reported; the GLSL kernels need none of them). Vulkan 1.1 core queries; the
+  // fp16/int8 struct is Vulkan 1.2 core, chained only when the device reports 1.2.
+  if (vkGetPhysicalDeviceFeatures2 && vkGetPhysicalDeviceProperties2) {
+    VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    if (props.apiVersion >= VK_API_VERSION_1_2) f2.pNext = &f16;
+    vkGetPhysicalDeviceFeatures2(a->phys, &f2);
+    VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sg;
+    vkGetPhysicalDeviceProperties2(a->phys, &p2);
+    a->features.fp64 = f2.features.shaderFloat64;
+    a->features.int64 = f2.features.shaderInt64;
+    a->features.fp16 = f16.shaderFloat16;
+    a->features.int8 = f16.shaderInt8;
+    bool compute = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    a->features.subgroup_size = compute ? static_cast<int>(sg.subgroupSize) : 0;
+  }
   char ver[64];
   std::snprintf(ver, sizeof ver, "%u.%u.%u", VK_VERSION_MAJOR(props.apiVersion), VK_VERSION_MINOR(props.apiVersion),
                 VK_VERSION_PATCH(props.apiVersion));
   a->desc = std::string(props.deviceName) + ", Vulkan " + ver;
+  choose_gemm(*a->r, props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
   return a;
 }
 

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "formats/file_io.h"
 #include "formats/onnx/onnx.h"
+#include "formats/onnx/storage_formats.h"  // [issue 4: dtypes]
 #include "passes/passes.h"
 #include "rlx/reference.h"
 
@@ -31,7 +33,10 @@ bool onnx_dtype(int t, DType* out) {
     case TensorProto::DOUBLE: *out = DType::f64; return true;
     case TensorProto::COMPLEX64: *out = DType::c64; return true;
     case TensorProto::BFLOAT16: *out = DType::bf16; return true;
-    default: return false;
+    case TensorProto::UINT16: *out = DType::u16; return true;  // [issue 4: dtypes]
+    case TensorProto::UINT32: *out = DType::u32; return true;
+    case TensorProto::UINT64: *out = DType::u64; return true;
+    default: return is_narrow_type(t, out);  // [issue 4: dtypes] float8/float4/int4/int2 in f32/i32
   }
 }
 
@@ -91,6 +96,15 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, cons
   RLX_CHECK(onnx_dtype(t.data_type(), &dt), "[onnx] ", where, ": unsupported dtype ", onnx_dtype_name(t.data_type()));
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
   int64_t n = checked_numel(dims, where);
+  if (is_narrow_type(t.data_type())) {  // [issue 4: dtypes] packed codes -> f32/i32 carrier
+    std::string bytes;
+    size_t want = static_cast<size_t>((n * narrow_bits(t.data_type()) + 7) / 8);
+    if (t.data_location() == TensorProto::EXTERNAL) bytes = read_external(t, base_dir, where, want);
+    else if (t.has_raw_data()) bytes = t.raw_data();
+    else
+      for (auto v : t.int32_data()) bytes.push_back(static_cast<char>(v & 0xff));
+    return narrow_tensor_from_bytes(t.data_type(), dims, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), where);
+  }
   Tensor out(dt, dims);
   size_t nb = out.nbytes();
   auto need = [&](int64_t have) {
@@ -111,6 +125,15 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, cons
     case DType::c64: need(t.float_data_size() / 2); std::copy(t.float_data().begin(), t.float_data().end(), out.data<float>()); break;
     case DType::f64: need(t.double_data_size()); std::copy(t.double_data().begin(), t.double_data().end(), out.data<double>()); break;
     case DType::i64: need(t.int64_data_size()); std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>()); break;
+    case DType::u32:  // [issue 4: dtypes] uint32/uint64 travel in uint64_data
+      need(t.uint64_data_size());
+      for (int64_t i = 0; i < n; ++i) out.data<uint32_t>()[i] = static_cast<uint32_t>(t.uint64_data(i));
+      break;
+    case DType::u64: need(t.uint64_data_size()); std::copy(t.uint64_data().begin(), t.uint64_data().end(), out.data<uint64_t>()); break;
+    case DType::u16:
+      need(t.int32_data_size());
+      for (int64_t i = 0; i < n; ++i) out.data<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(i));
+      break;
     case DType::f16:
     case DType::bf16:
       need(t.int32_data_size());
@@ -152,8 +175,51 @@ const Tensor& Ctx::const_in(int i, const char* what) const {
     auto it = pinned_.find(v);
     if (it != pinned_.end()) return it->second;
   }
+  if (!t) t = const_cast<Ctx*>(this)->try_const(v);  // [issue 4: dtypes] computed from pinned inputs
   if (!t) error(std::string("input '") + what + "' must be known at import time (computed at run time is unsupported)");
   return *t;
+}
+
+// [issue 4: dtypes] Lazy import-time evaluation of values computed from constants and pinned inputs
+// (e.g. a Range limit derived from a window-size input): only where the importer needs the value,
+// so the rest of the graph still computes at run time.
+const Tensor* Ctx::try_const(V v) {
+  std::map<V, size_t> producer;
+  for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (V o : g_.nodes[i].outputs) producer[o] = i;
+  std::set<V> failed;
+  std::function<const Tensor*(V)> eval = [&](V x) -> const Tensor* {
+    if (const Tensor* t = cval(x)) return t;
+    if (auto it = pinned_.find(x); it != pinned_.end()) return &it->second;
+    if (auto it = lazy_consts_.find(x); it != lazy_consts_.end()) return &it->second;
+    auto p = producer.find(x);
+    if (failed.count(x) || p == producer.end()) return nullptr;
+    const Node& n = g_.nodes[p->second];
+    if (n.op == OpKind::RngUniform) return nullptr;
+    std::vector<Tensor> vals;
+    for (V in : n.inputs) {
+      const Tensor* t = eval(in);
+      if (!t) {
+        failed.insert(x);
+        return nullptr;
+      }
+      vals.push_back(*t);
+    }
+    std::vector<ValueType> ot;
+    for (V o : n.outputs) {
+      if (!is_static(type(o).shape) || numel(type(o).shape) > (int64_t{1} << 22)) return failed.insert(x), nullptr;
+      ot.push_back(type(o));
+    }
+    std::vector<Tensor> r;
+    try {
+      r = reference_eval(n, vals, ot);
+    } catch (const Error&) {
+      return failed.insert(x), nullptr;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) lazy_consts_[n.outputs[i]] = r[i];
+    return &lazy_consts_.at(x);
+  };
+  return eval(v);
 }
 
 std::vector<int64_t> Ctx::ints_in(int i, const char* what) const {
@@ -297,6 +363,14 @@ const std::map<std::string, Converter>& registry() {
     register_resize_ops(m);
     register_misc_ops(m);
     register_conv_transpose(m);
+    register_control_flow_ops(m);  // [issue 4] If, Loop, Scan
+    register_sequence_ops(m);      // [issue 4] Sequence*, SplitToSequence, Optional*
+    register_training_ops(m);      // [issue 4] ai.onnx.preview.training optimizers, training-mode BN/Dropout
+    register_signal_ops(m);        // [issue 4] DFT, STFT, windows, MelWeightMatrix
+    register_extra_ops(m);         // [issue 4] Einsum, trig inverses, RotaryEmbedding, LinearAttention, ...
+    register_rnn_ops(m);           // [issue 4] RNN, GRU, LSTM (unrolled)
+    register_vision_ops(m);        // [issue 4] GridSample, Col2Im, NMS, RoiAlign, ...
+    register_qlinear_ops(m);       // [issue 4] QLinearMatMul/Conv, ConvInteger, DynamicQuantizeLinear
     return m;
   }();
   return r;
@@ -336,6 +410,32 @@ void check_tensor_type(const ::onnx::ValueInfoProto& vi, const std::string& what
 
 bool is_supported_op(const std::string& op) { return registry().count(op) > 0; }
 
+// One node of the main graph or of a subgraph body. [issue 4: moved out of import_model's loop so
+// control_flow.cpp can import If/Loop/Scan bodies; composite (sequence/optional) hooks added.]
+void import_node(Ctx& c, const ::onnx::NodeProto& n) {
+  const auto& reg = registry();
+  c.begin(&n);
+  if (!n.domain().empty() && n.domain() != "ai.onnx" && n.domain() != "ai.onnx.preview.training" &&
+      n.domain() != "ai.onnx.ml")  // [issue 4: dtypes helper] ml ops registered by name (Binarizer, ...)
+    c.error("unsupported domain '" + n.domain() + "'");
+  if (!convert_composite_node(c)) {
+    auto it = reg.find(n.op_type());
+    if (it == reg.end()) c.error("unsupported op " + n.op_type());
+    // A converter that trips over malformed input (a library exception rather than our Error) still
+    // fails with the node named, never as an anonymous internal error.
+    try {
+      it->second(c);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      c.error(std::string("malformed node (") + e.what() + ")");
+    }
+  }
+  for (int i = 0; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && !c.env.count(n.output(i)) && !c.composites.count(n.output(i)))
+      c.error("output " + std::to_string(i) + " ('" + n.output(i) + "') is not supported");
+}
+
 Graph import_model(const ::onnx::ModelProto& m, const std::string& base_dir, const std::string& where,
                    const ImportOptions& opts) {
   const auto& gp = m.graph();
@@ -356,12 +456,17 @@ Graph import_model(const ::onnx::ModelProto& m, const std::string& base_dir, con
     inits.insert(t.name());
     Tensor v = tensor_from_proto(t, base_dir, where);
     V id = c.constant(v);
+    if (is_narrow_type(t.data_type())) c.set_storage_type(id, t.data_type());  // [issue 4: dtypes]
     g.values[id].name = t.name();
     c.env[t.name()] = id;
   }
   RLX_CHECK(gp.sparse_initializer_size() == 0, "[onnx] ", where, ": sparse initializers are unsupported");
   for (auto& vi : gp.input()) {
     if (inits.count(vi.name())) continue;  // IR < 4 lists initializers as inputs too
+    if (is_composite_type(vi.type())) {  // [issue 4] sequence/optional input: one graph input per element
+      bind_composite_input(c, vi, opts);
+      continue;
+    }
     check_tensor_type(vi, "graph input");
     DType dt;
     int et = vi.type().tensor_type().elem_type();
@@ -370,21 +475,17 @@ Graph import_model(const ::onnx::ModelProto& m, const std::string& base_dir, con
     c.env[vi.name()] = id;
     auto pv = opts.input_values.find(vi.name());
     if (pv != opts.input_values.end()) c.pin(id, pv->second);
+    if (is_narrow_type(et)) c.set_storage_type(id, et);  // [issue 4: dtypes]
   }
-  for (auto& vi : gp.output()) check_tensor_type(vi, "graph output");
-  const auto& reg = registry();
-  for (auto& n : gp.node()) {
-    c.begin(&n);
-    if (!n.domain().empty() && n.domain() != "ai.onnx") c.error("unsupported domain '" + n.domain() + "'");
-    auto it = reg.find(n.op_type());
-    if (it == reg.end()) c.error("unsupported op " + n.op_type());
-    it->second(c);
-    for (int i = 0; i < n.output_size(); ++i)
-      if (!n.output(i).empty() && !c.env.count(n.output(i)))
-        c.error("output " + std::to_string(i) + " ('" + n.output(i) + "') is not supported");
-  }
+  for (auto& vi : gp.output())
+    if (!is_composite_type(vi.type())) check_tensor_type(vi, "graph output");  // [issue 4] composites flatten below
+  for (auto& n : gp.node()) import_node(c, n);
   std::set<V> used;
   for (auto& vi : gp.output()) {
+    if (is_composite_type(vi.type())) {  // [issue 4] one graph output NAME[i] per element
+      add_composite_output(c, vi, used);
+      continue;
+    }
     auto it = c.env.find(vi.name());
     RLX_CHECK(it != c.env.end(), "[onnx] graph output '", vi.name(), "' is never produced");
     V v = it->second;

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,18 @@
 namespace rlx::onnx {
 
 using V = ValueId;
+
+// [issue 4: control flow, sequences, optionals — control_flow.cpp, sequences.cpp]
+// A sequence- or optional-typed ONNX value at import: a static list of ordinary graph values.
+// Its length (and, for an optional, whether it holds an element) is fixed at import; at the graph
+// boundary each element is its own graph input/output, named NAME[i].
+struct CompositeValue {
+  bool optional = false;     // optional<T>
+  bool has_element = true;   // optional only: does it hold a T?
+  bool sequence = true;      // T (or the value itself) is a sequence; false: optional<tensor>
+  int elem_type = 1;         // ONNX TensorProto dtype of the elements (for empty sequences)
+  std::vector<ValueId> elems;
+};
 
 // ONNX TensorProto.DataType -> rlx dtype; false for types rlx lacks (string, uint16/32/64, float8, ...).
 bool onnx_dtype(int t, DType* out);
@@ -100,6 +113,28 @@ class Ctx {
  public:
   void set_const(V v, Tensor t) { consts_[v] = std::move(t); }
   void pin(V v, Tensor t) { pinned_[v] = std::move(t); }
+  // [issue 4] sequence/optional-typed ONNX names (disjoint from env) and fed-value lookup.
+  std::map<std::string, CompositeValue> composites;
+  const Tensor* pinned_value(V v) const {
+    auto it = pinned_.find(v);
+    return it == pinned_.end() ? nullptr : &it->second;
+  }
+  // [issue 4: dtypes] Storage-only ONNX types (float8, float4, int4, int2) travel in f32/i32
+  // (storage_formats.h); this remembers which format a value holds, so CastLike/QuantizeLinear know
+  // the target grid. 0 = the value's own dtype.
+  int storage_type(V v) const {
+    auto it = storage_types_.find(v);
+    return it == storage_types_.end() ? 0 : it->second;
+  }
+  void set_storage_type(V v, int onnx_type) { storage_types_[v] = onnx_type; }
+  // [issue 4: dtypes] A value needed at import that was not folded eagerly (it depends on pinned
+  // inputs): evaluates its producers with the reference interpreter from constants and pinned
+  // inputs. nullptr when it depends on a run-time value.
+  const Tensor* try_const(V v);
+
+ private:
+  std::map<V, int> storage_types_;
+  std::map<V, Tensor> lazy_consts_;
 };
 
 bool is_supported_op(const std::string& op);
@@ -116,5 +151,28 @@ void register_attention_ops(std::map<std::string, Converter>& r);
 void register_resize_ops(std::map<std::string, Converter>& r);
 void register_misc_ops(std::map<std::string, Converter>& r);
 void register_conv_transpose(std::map<std::string, Converter>& r);
+
+// ---- [issue 4: control flow / sequences / training ops] -------------------------------------------
+// Converts one node (domain check, registry lookup, composite-value hooks); the main node loop and
+// subgraph bodies (If/Loop/Scan/SequenceMap) both go through it.
+void import_node(Ctx& c, const ::onnx::NodeProto& n);
+// Value of `v` computed at import from constants and fed input values (ImportOptions::input_values),
+// or nullopt when it depends on a run-time value (control_flow.cpp).
+std::optional<Tensor> try_fold(Ctx& c, V v);
+// sequences.cpp: ops on composite values that tensor converters do not handle (Identity); true when done.
+bool convert_composite_node(Ctx& c);
+bool is_composite_type(const ::onnx::TypeProto& t);
+// Graph inputs/outputs of sequence/optional type, flattened to one graph value per element.
+void bind_composite_input(Ctx& c, const ::onnx::ValueInfoProto& vi, const ImportOptions& o);
+void add_composite_output(Ctx& c, const ::onnx::ValueInfoProto& vi, std::set<V>& used);
+void register_control_flow_ops(std::map<std::string, Converter>& r);
+void register_sequence_ops(std::map<std::string, Converter>& r);
+void register_training_ops(std::map<std::string, Converter>& r);
+// ---- [issue 4: op-missing bucket — ops_signal/ops_extra/ops_rnn/ops_vision/ops_qlinear.cpp] ----------
+void register_signal_ops(std::map<std::string, Converter>& r);
+void register_extra_ops(std::map<std::string, Converter>& r);
+void register_rnn_ops(std::map<std::string, Converter>& r);
+void register_vision_ops(std::map<std::string, Converter>& r);
+void register_qlinear_ops(std::map<std::string, Converter>& r);
 
 }  // namespace rlx::onnx

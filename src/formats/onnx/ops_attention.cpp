@@ -33,7 +33,8 @@ void attention(Ctx& c) {
     k = split_heads(c, k, kvh);
     v = split_heads(c, v, kvh);
   }
-  if (c.has_input(6)) c.error("nonpad_kv_seqlen is unsupported");
+  std::optional<V> nonpad = c.opt_in(6);  // [issue 4] per-batch valid kv length (external cache)
+  if (nonpad && c.has_input(4)) c.error("nonpad_kv_seqlen cannot be combined with past_key/past_value");
   int64_t past = 0;
   if (c.has_input(4) != c.has_input(5)) c.error("past_key and past_value must be given together");
   if (c.has_input(4)) {
@@ -47,6 +48,12 @@ void attention(Ctx& c) {
   int64_t S = qd[2], T = kd[2], qh = qd[1], kvh = kd[1];
   double scale = c.has_attr("scale") ? c.attr_f("scale", 0) : 1.0 / std::sqrt(static_cast<double>(qd[3]));
   double ninf = -std::numeric_limits<double>::infinity();
+  // Query i sits at kv position i + offset: past length, or nonpad_kv_seqlen[b] - S per batch.
+  V offset = c.scalar(static_cast<double>(past), DType::i64);
+  if (nonpad) {
+    int64_t B = qd[0];
+    offset = c.bin(OpKind::Sub, c.reshape(c.convert(*nonpad, DType::i64), {B, 1, 1, 1}), c.scalar(static_cast<double>(S), DType::i64));
+  }
 
   // Additive bias [.., S, T].
   V bias = c.broadcast_to(c.scalar(0, dt), to_shape({S, T}));
@@ -64,18 +71,22 @@ void attention(Ctx& c) {
   if (c.attr_i("is_causal", 0)) {
     V base = bias;
     if (mask) base = c.dtype(*mask) == DType::boolean ? bool_to_bias(c, *mask, dt) : *mask;
-    V allowed = c.bin(OpKind::Le, iota(c, {S, T}, 1), c.bin(OpKind::Add, iota(c, {S, T}, 0), c.scalar(static_cast<double>(past), DType::i64)));
+    V allowed = c.bin(OpKind::Le, iota(c, {S, T}, 1), c.bin(OpKind::Add, iota(c, {S, T}, 0), offset));
     bias = c.bin(OpKind::Add, base, bool_to_bias(c, allowed, dt));
   } else if (mask) {
     bias = c.bin(OpKind::Add, bias, c.dtype(*mask) == DType::boolean ? bool_to_bias(c, *mask, dt) : *mask);
   }
   int64_t lw = c.attr_i("left_window_size", -1), rw = c.attr_i("right_window_size", -1);
   if (lw >= 0 || rw >= 0) {
-    V diff = c.bin(OpKind::Sub, c.bin(OpKind::Add, iota(c, {S, T}, 0), c.scalar(static_cast<double>(past), DType::i64)), iota(c, {S, T}, 1));
+    V diff = c.bin(OpKind::Sub, c.bin(OpKind::Add, iota(c, {S, T}, 0), offset), iota(c, {S, T}, 1));
     V ok = c.bin(OpKind::Eq, diff, diff);
     if (lw >= 0) ok = c.bin(OpKind::And, ok, c.bin(OpKind::Le, diff, c.scalar(static_cast<double>(lw), DType::i64)));
     if (rw >= 0) ok = c.bin(OpKind::And, ok, c.bin(OpKind::Le, c.unary(OpKind::Neg, diff), c.scalar(static_cast<double>(rw), DType::i64)));
     bias = c.bin(OpKind::Add, bias, bool_to_bias(c, ok, dt));
+  }
+  if (nonpad) {
+    V valid = c.bin(OpKind::Lt, iota(c, {1, 1, 1, T}, 3), c.reshape(c.convert(*nonpad, DType::i64), {qd[0], 1, 1, 1}));
+    bias = c.bin(OpKind::Add, bias, bool_to_bias(c, valid, dt));
   }
   // Grouped-query attention: each kv head serves qh/kvh consecutive query heads.
   auto repeat = [&](V x, const std::vector<int64_t>& d) {

@@ -1,8 +1,10 @@
 // ONNX elementwise ops: arithmetic, comparisons, logic, activations, casts.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "formats/onnx/importer.h"
+#include "formats/onnx/storage_formats.h"
 
 namespace rlx::onnx {
 
@@ -78,15 +80,38 @@ void register_elementwise_ops(std::map<std::string, Converter>& r) {
   binary(r, "BitwiseXor", OpKind::Xor);
   unary(r, "BitwiseNot", OpKind::Not);
   r["BitShift"] = [](Ctx& c) {
+    // Exact in the operand dtype: x * 2^y / x / 2^y with 2^y from a table (the multiply wraps like
+    // a shift). Shift counts outside [0, width) give 0 (left, unsigned right) or the sign fill
+    // (signed right), as the ONNX reference does; signed right shifts round toward -inf.
     V x = c.in(0), y = c.in(1);
     DType dt = c.dtype(x);
-    if (dtype_class(dt) != DClass::kUnsigned) c.error("BitShift needs unsigned integers");
-    // In i64: x * 2^y or x / 2^y, then wrap to the width of dt.
-    V p = c.convert(c.bin(OpKind::Pow, c.scalar(2, DType::f64), c.convert(y, DType::f64)), DType::i64);
-    V xi = c.convert(x, DType::i64);
-    V r = c.attr_s("direction", "") == "LEFT" ? c.bin(OpKind::Mul, xi, p) : c.bin(OpKind::Div, xi, p);
-    double mask = static_cast<double>((int64_t{1} << (8 * dtype_size(dt))) - 1);
-    c.set_output(0, c.convert(c.bin(OpKind::And, r, c.scalar(mask, DType::i64)), dt));
+    if (!is_int(dt) || c.dtype(y) != dt) c.error("BitShift needs integer operands of one dtype");
+    bool is_signed = dtype_class(dt) == DClass::kSigned, left = c.attr_s("direction", "") == "LEFT";
+    int64_t w = static_cast<int64_t>(8 * dtype_size(dt));
+    Tensor tab(dt, {w});
+    for (int64_t k = 0; k < w; ++k) {
+      uint64_t bits = (!left && is_signed && k == w - 1) ? 1 : uint64_t{1} << k;  // 2^(w-1) < 0 when signed
+      std::memcpy(static_cast<char*>(tab.raw()) + k * dtype_size(dt), &bits, dtype_size(dt));  // little-endian
+    }
+    int64_t lim = (!left && is_signed) ? w - 1 : w;  // signed x >> (w-1) is the sign fill too
+    V zero = c.scalar(0, dt);
+    V valid = c.bin(OpKind::Lt, y, c.scalar(static_cast<double>(lim), dt));
+    if (is_signed) valid = c.bin(OpKind::And, valid, c.bin(OpKind::Ge, y, zero));
+    V yi = c.convert(c.bin(OpKind::Min, c.bin(OpKind::Max, y, zero), c.scalar(static_cast<double>(w - 1), dt)), DType::i64);
+    V p = c.op1(OpKind::Gather, {c.constant(tab), yi}, {{"axis", int64_t{0}}});
+    V r, fill = zero;
+    if (left) {
+      r = c.bin(OpKind::Mul, x, p);
+    } else {
+      r = c.bin(OpKind::Div, x, p);
+      if (is_signed) {  // floor division
+        V neg = c.bin(OpKind::Lt, x, zero);
+        V inexact = c.bin(OpKind::Ne, c.bin(OpKind::Mul, r, p), x);
+        r = c.select(c.bin(OpKind::And, neg, inexact), c.bin(OpKind::Sub, r, c.scalar(1, dt)), r);
+        fill = c.select(neg, c.scalar(-1, dt), zero);
+      }
+    }
+    c.set_output(0, c.select(valid, r, fill));
   };
   r["Mod"] = [](Ctx& c) {
     V a = c.in(0), b = c.in(1);
@@ -217,8 +242,24 @@ void register_elementwise_ops(std::map<std::string, Converter>& r) {
     if (dn) return c.set_output(0, neg);
     c.set_output(0, c.bin(OpKind::And, pos, neg));
   };
-  r["Cast"] = [](Ctx& c) { c.set_output(0, c.convert(c.in(0), onnx_to(c, c.attr_i("to", 1)))); };
-  r["CastLike"] = [](Ctx& c) { c.set_output(0, c.convert(c.in(0), c.dtype(c.in(1)))); };
+  // Casts into a storage-only type (float8/float4/int4/int2) round onto its value grid in the
+  // carrier dtype (storage_formats.h); the output remembers its format.
+  auto cast_to = [](Ctx& c, V x, int to) {
+    if (is_narrow_type(to)) {
+      // saturate applies to the float8 formats only; integer formats wrap like astype.
+      bool sat = is_narrow_float(to) && c.attr_i("saturate", 1) != 0;
+      V y = emit_narrow_cast(c, x, to, sat, c.attr_s("round_mode", "up"));
+      c.set_storage_type(y, to);
+      return c.set_output(0, y);
+    }
+    c.set_output(0, c.convert(x, onnx_to(c, to)));
+  };
+  r["Cast"] = [cast_to](Ctx& c) { cast_to(c, c.in(0), static_cast<int>(c.attr_i("to", 1))); };
+  r["CastLike"] = [cast_to](Ctx& c) {
+    V like = c.in(1);
+    if (int st = c.storage_type(like)) return cast_to(c, c.in(0), st);
+    c.set_output(0, c.convert(c.in(0), c.dtype(like)));
+  };
   r["Where"] = [](Ctx& c) { c.set_output(0, c.select(c.in(0), c.in(1), c.in(2))); };
   r["Clip"] = [](Ctx& c) {
     V x = c.in(0);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "formats/onnx/importer.h"
+#include "formats/onnx/storage_formats.h"
 
 namespace rlx::onnx {
 
@@ -13,6 +14,14 @@ V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
 // Reshapes a per-axis parameter [C] to broadcast along `axis` of a rank-r tensor (scalars pass through).
 V along(Ctx& c, V p, int64_t axis, int64_t r) {
   if (c.rank(p) == 0) return p;
+  if (int64_t bs = c.attr_i("block_size", 0)) {
+    // [issue 4] blocked: p has x's rank with dim `axis` = ceil(len / bs); repeat each entry bs times.
+    if (c.rank(p) != r) c.error("blocked quantization needs a scale of the input's rank");
+    int64_t len = c.static_shape(c.in(0), "input")[axis];
+    std::vector<int64_t> idx(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i) idx[i] = i / bs;
+    return c.op1(OpKind::Gather, {p, c.ints_const(idx)}, {{"axis", axis}});
+  }
   if (c.rank(p) != 1) c.error("blocked quantization is unsupported");
   std::vector<int64_t> s(static_cast<size_t>(r), 1);
   s[axis] = c.static_shape(p, "scale")[0];
@@ -26,7 +35,6 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0), s = c.in(1);
     int64_t rk = c.rank(x), ax = c.attr_i("axis", 1);
     if (ax < 0) ax += rk;
-    if (c.attr_i("block_size", 0)) c.error("block_size is unsupported");
     DType ft = c.dtype(s);
     V xf = c.convert(x, DType::f32);
     if (c.has_input(2)) xf = c.bin(OpKind::Sub, xf, along(c, c.convert(c.in(2), DType::f32), ax, rk));
@@ -37,18 +45,60 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0), s = c.in(1);
     int64_t rk = c.rank(x), ax = c.attr_i("axis", 1);
     if (ax < 0) ax += rk;
-    if (c.attr_i("block_size", 0)) c.error("block_size is unsupported");
     DType qt = DType::u8;
-    if (c.has_input(2)) qt = c.dtype(c.in(2));
-    else if (c.has_attr("output_dtype") && !onnx_dtype(static_cast<int>(c.attr_i("output_dtype", 2)), &qt))
-      c.error("unsupported output_dtype");
-    if (qt != DType::u8 && qt != DType::i8 && qt != DType::i16) c.error("unsupported quantized dtype");
-    double lo = qt == DType::u8 ? 0 : qt == DType::i8 ? -128 : -32768, hi = qt == DType::u8 ? 255 : qt == DType::i8 ? 127 : 32767;
+    int narrow = 0;  // storage-only target (float8/float4/int4/int2), carried in f32/i32
+    if (c.has_input(2)) {
+      qt = c.dtype(c.in(2));
+      narrow = c.storage_type(c.in(2));
+    } else if (c.has_attr("output_dtype")) {
+      int odt = static_cast<int>(c.attr_i("output_dtype", 2));
+      if (!onnx_dtype(odt, &qt)) c.error("unsupported output_dtype");
+      if (is_narrow_type(odt)) narrow = odt;
+    }
+    if (narrow && is_narrow_float(narrow)) {
+      // Float formats: x / scale cast onto the grid (ONNX ignores the zero point for float8, which
+      // must be 0; float4 adds it before the cast).
+      V y = c.bin(OpKind::Div, c.convert(x, DType::f32), along(c, c.convert(s, DType::f32), ax, rk));
+      if (narrow == ::onnx::TensorProto::FLOAT4E2M1 && c.has_input(2))
+        y = c.bin(OpKind::Add, y, along(c, c.convert(c.in(2), DType::f32), ax, rk));
+      y = emit_narrow_cast(c, y, narrow, c.attr_i("saturate", 1) != 0);
+      c.set_storage_type(y, narrow);
+      return c.set_output(0, y);
+    }
+    if (narrow) {
+      V xf = c.convert(x, DType::f32);
+      V y = c.unary(OpKind::Round, c.bin(OpKind::Div, xf, along(c, c.convert(s, DType::f32), ax, rk)));
+      if (c.has_input(2)) y = c.bin(OpKind::Add, y, along(c, c.convert(c.in(2), DType::f32), ax, rk));
+      y = emit_narrow_cast(c, y, narrow, true);
+      c.set_storage_type(y, narrow);
+      return c.set_output(0, y);
+    }
+    if (qt != DType::u8 && qt != DType::i8 && qt != DType::i16 && qt != DType::u16) c.error("unsupported quantized dtype");
+    double lo = qt == DType::u8 || qt == DType::u16 ? 0 : qt == DType::i8 ? -128 : -32768,
+           hi = qt == DType::u8 ? 255 : qt == DType::i8 ? 127 : qt == DType::u16 ? 65535 : 32767;
     V xf = c.convert(x, DType::f32);
     V y = c.unary(OpKind::Round, c.bin(OpKind::Div, xf, along(c, c.convert(s, DType::f32), ax, rk)));
     if (c.has_input(2)) y = c.bin(OpKind::Add, y, along(c, c.convert(c.in(2), DType::f32), ax, rk));
     y = c.bin(OpKind::Min, c.bin(OpKind::Max, y, sc(c, lo, y)), sc(c, hi, y));
     c.set_output(0, c.convert(y, qt));
+  };
+  // [issue 4] ai.onnx.ml ops that are plain tensor ops.
+  r["Binarizer"] = [](Ctx& c) {
+    V x = c.in(0);
+    V hit = c.bin(OpKind::Gt, x, sc(c, c.attr_f("threshold", 0.0), x));
+    c.set_output(0, c.convert(hit, c.dtype(x)));
+  };
+  r["ArrayFeatureExtractor"] = [](Ctx& c) {
+    V x = c.in(0), idx = c.convert(c.in(1), DType::i64);
+    auto d = c.static_shape(x, "X");
+    auto id = c.static_shape(idx, "Y");
+    int64_t n = 1;
+    for (auto v : id) n *= v;
+    V g = c.op1(OpKind::Gather, {x, c.reshape(idx, {n})}, {{"axis", static_cast<int64_t>(d.size()) - 1}});
+    std::vector<int64_t> os(d.begin(), d.end() - 1);
+    if (os.empty()) os.push_back(1);
+    os.push_back(n);
+    c.set_output(0, c.reshape(g, os));
   };
   r["MatMulInteger"] = [](Ctx& c) {
     V a = c.convert(c.in(0), DType::i32), b = c.convert(c.in(1), DType::i32);
@@ -101,20 +151,19 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
   r["LpPool"] = [](Ctx& c) {
     V x = c.in(0);
     auto xd = c.static_shape(x, "X");
+    if (xd.size() < 3) c.error("X must have rank >= 3 (N, C, spatial...)");
     int64_t rk = static_cast<int64_t>(xd.size());
     size_t sp = xd.size() - 2;
     auto k = c.attr_ints("kernel_shape");
     auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
     auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-    for (auto v : dil)
-      if (v != 1) c.error("dilations are unsupported");
     if (c.attr_i("ceil_mode", 0)) c.error("ceil_mode is unsupported");
     std::string ap = c.attr_s("auto_pad", "NOTSET");
     std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
       for (size_t i = 0; i < sp; ++i) {
         int64_t in = xd[2 + i], out = (in + st[i] - 1) / st[i];
-        int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + k[i] - in), small = total / 2;
+        int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + (k[i] - 1) * dil[i] + 1 - in), small = total / 2;
         pads[i] = ap == "SAME_UPPER" ? small : total - small;
         pads[sp + i] = total - pads[i];
       }
@@ -130,7 +179,32 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
       wp[rk + 2 + i] = pads[sp + i];
     }
     V ax = c.bin(OpKind::Pow, c.unary(OpKind::Abs, x), sc(c, p, x));
-    V s = c.op1(OpKind::ReduceWindow, {ax}, {{"kind", "sum"}, {"window", win}, {"strides", strides}, {"pads", wp}});
+    bool dilated = false;
+    for (auto v : dil) dilated = dilated || v != 1;
+    V s;
+    if (!dilated) {
+      s = c.op1(OpKind::ReduceWindow, {ax}, {{"kind", "sum"}, {"window", win}, {"strides", strides}, {"pads", wp}});
+    } else {
+      // [issue 4] Dilated windows: pad, gather each spatial dim into (out, k) taps, sum the taps.
+      std::vector<int64_t> lo(rk, 0), hi(rk, 0), perm{0, 1}, shape{xd[0], xd[1]}, taps;
+      for (size_t i = 0; i < sp; ++i) lo[2 + i] = pads[i], hi[2 + i] = pads[sp + i];
+      V v = c.op1(OpKind::Pad, {ax}, {{"low", lo}, {"high", hi}, {"value", 0.0}});
+      int64_t kel = 1;
+      for (size_t i = 0; i < sp; ++i) {
+        int64_t ke = (k[i] - 1) * dil[i] + 1, out = (xd[2 + i] + pads[i] + pads[sp + i] - ke) / st[i] + 1;
+        Tensor idx(DType::i64, {out, k[i]});
+        for (int64_t o = 0; o < out; ++o)
+          for (int64_t j = 0; j < k[i]; ++j) idx.set_int(o * k[i] + j, o * st[i] + j * dil[i]);
+        v = c.op1(OpKind::Gather, {v, c.constant(idx)}, {{"axis", static_cast<int64_t>(2 + 2 * i)}});
+        perm.push_back(static_cast<int64_t>(2 + 2 * i));
+        taps.push_back(static_cast<int64_t>(3 + 2 * i));
+        shape.push_back(out);
+        kel *= k[i];
+      }
+      perm.insert(perm.end(), taps.begin(), taps.end());
+      shape.push_back(kel);
+      s = c.reduce(OpKind::ReduceSum, c.reshape(c.transpose(v, perm), shape), {static_cast<int64_t>(sp) + 2}, false);
+    }
     c.set_output(0, c.bin(OpKind::Pow, s, sc(c, 1.0 / p, s)));
   };
 }
@@ -164,6 +238,7 @@ void register_conv_transpose(std::map<std::string, Converter>& r) {
   r["ConvTranspose"] = [](Ctx& c) {
     V x = c.in(0), w = c.in(1);
     auto xd = c.static_shape(x, "X"), wd = c.static_shape(w, "W");
+    if (xd.size() < 3 || wd.size() != xd.size()) c.error("X and W must have the same rank >= 3");
     int64_t rk = static_cast<int64_t>(xd.size()), sp = rk - 2, g = c.attr_i("group", 1);
     std::vector<int64_t> k(wd.begin() + 2, wd.end());
     auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
@@ -178,8 +253,10 @@ void register_conv_transpose(std::map<std::string, Converter>& r) {
       if (static_cast<int64_t>(oshape.size()) > sp) oshape.erase(oshape.begin(), oshape.end() - sp);
       for (int64_t i = 0; i < sp; ++i) {
         int64_t total = st[i] * (xd[2 + i] - 1) + op[i] + (k[i] - 1) * dil[i] + 1 - oshape[i];
-        if (ap == "SAME_UPPER") pads[i] = total / 2, pads[sp + i] = total - total / 2;
-        else pads[i] = total - total / 2, pads[sp + i] = total / 2;
+        // Floor division (a larger output_shape gives a negative total: the extra rows go at the end).
+        int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+        if (ap == "SAME_UPPER") pads[i] = half, pads[sp + i] = total - half;
+        else pads[i] = total - half, pads[sp + i] = half;
       }
     } else if (ap == "VALID") {
       pads.assign(2 * sp, 0);

@@ -82,6 +82,82 @@ V normalize(Ctx& c, V x, const std::vector<int64_t>& axes, double eps) {
   return c.bin(OpKind::Mul, xc, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, eps, var))));
 }
 
+// [issue 4] Pooling with dilations and/or MaxPool's Indices output: each spatial dim of the padded
+// input is gathered into (out, k) window taps (index o*stride + j*dilation), the taps are moved
+// last and reduced. Indices (MaxPool) index the unpadded input flattened row-major (storage_order 0)
+// or column-major over the spatial dims (storage_order 1), picked at the first maximum.
+void gather_pool(Ctx& c, V x, const std::vector<int64_t>& xd, const std::vector<int64_t>& k,
+                 const std::vector<int64_t>& st, const std::vector<int64_t>& dil, const std::vector<int64_t>& pads,
+                 bool is_max) {
+  if (xd.size() < 3) c.error("X must have rank >= 3 (N, C, spatial...)");
+  int64_t rk = static_cast<int64_t>(xd.size());
+  size_t sp = xd.size() - 2;
+  bool ceil = c.attr_i("ceil_mode", 0) != 0, include = c.attr_i("count_include_pad", 0) != 0;
+  std::vector<int64_t> out(sp), extra(sp, 0);
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t ke = (k[i] - 1) * dil[i] + 1, span = xd[2 + i] + pads[i] + pads[sp + i] - ke;
+    out[i] = (ceil ? (span + st[i] - 1) / st[i] : span / st[i]) + 1;
+    if (ceil && (out[i] - 1) * st[i] >= xd[2 + i] + pads[i]) --out[i];
+    extra[i] = std::max<int64_t>(0, (out[i] - 1) * st[i] + ke - (xd[2 + i] + pads[i] + pads[sp + i]));
+  }
+  auto pad = [&](V v, double explicit_val, double extra_val) {
+    std::vector<int64_t> lo(rk, 0), hi(rk, 0), hi2(rk, 0);
+    bool any_extra = false;
+    for (size_t i = 0; i < sp; ++i) lo[2 + i] = pads[i], hi[2 + i] = pads[sp + i], hi2[2 + i] = extra[i], any_extra |= extra[i] > 0;
+    v = c.op1(OpKind::Pad, {v}, {{"low", lo}, {"high", hi}, {"value", explicit_val}});
+    if (any_extra) v = c.op1(OpKind::Pad, {v}, {{"low", std::vector<int64_t>(rk, 0)}, {"high", hi2}, {"value", extra_val}});
+    return v;
+  };
+  // [N, C, s1, s2, ...] -> [N, C, o1, ..., K]
+  auto windows = [&](V v) {
+    for (size_t i = 0; i < sp; ++i) {
+      Tensor idx(DType::i64, {out[i], k[i]});
+      for (int64_t o = 0; o < out[i]; ++o)
+        for (int64_t j = 0; j < k[i]; ++j) idx.set_int(o * k[i] + j, o * st[i] + j * dil[i]);
+      v = c.op1(OpKind::Gather, {v, c.constant(idx)}, {{"axis", static_cast<int64_t>(2 + 2 * i)}});
+    }
+    std::vector<int64_t> perm{0, 1}, shape{xd[0], xd[1]};
+    int64_t kel = 1;
+    for (size_t i = 0; i < sp; ++i) perm.push_back(static_cast<int64_t>(2 + 2 * i)), shape.push_back(out[i]);
+    for (size_t i = 0; i < sp; ++i) perm.push_back(static_cast<int64_t>(3 + 2 * i)), kel *= k[i];
+    shape.push_back(kel);
+    return c.reshape(c.transpose(v, perm), shape);
+  };
+  int64_t last = static_cast<int64_t>(sp) + 2;
+  DType dt = c.dtype(x);
+  if (!is_max) {
+    V sum = c.reduce(OpKind::ReduceSum, windows(pad(x, 0.0, 0.0)), {last}, false);
+    std::vector<int64_t> od(xd);
+    od[0] = od[1] = 1;
+    V ones = c.broadcast_to(sc(c, 1, x), to_shape(od));
+    V cnt = c.reduce(OpKind::ReduceSum, windows(pad(ones, include ? 1.0 : 0.0, 0.0)), {last}, false);
+    return c.set_output(0, c.bin(OpKind::Div, sum, cnt));
+  }
+  double lowest = is_float(dt) ? -std::numeric_limits<double>::infinity() : -9.3e18;  // Pad saturates ints to their min
+  V w = windows(pad(x, lowest, lowest));
+  c.set_output(0, c.reduce(OpKind::ReduceMax, w, {last}, false));
+  if (!c.wants_output(1)) return;
+  // Flat input position of every tap (-1 in the padding), windowed the same way.
+  Tensor pos(DType::i64, xd);
+  bool col = c.attr_i("storage_order", 0) != 0;
+  int64_t spatial = 1;
+  for (size_t i = 0; i < sp; ++i) spatial *= xd[2 + i];
+  for (int64_t f = 0; f < pos.numel(); ++f) {
+    int64_t rem = f, sidx = 0, cstride = 1;
+    std::vector<int64_t> id(rk);
+    for (int64_t d = rk - 1; d >= 0; --d) id[d] = rem % xd[d], rem /= xd[d];
+    for (size_t i = 0; i < sp; ++i) sidx += id[2 + i] * cstride, cstride *= xd[2 + i];
+    pos.set_int(f, col ? (id[0] * xd[1] + id[1]) * spatial + sidx : f);
+  }
+  V wp = windows(pad(c.constant(pos), -1.0, -1.0));
+  V am = c.op1(OpKind::ArgMax, {w}, {{"axis", last}, {"keepdims", int64_t{1}}});
+  auto wshape = c.static_shape(w, "windows");
+  V iota = c.op1(OpKind::Iota, {}, {{"shape", to_shape(wshape)}, {"dim", last}, {"dtype", DType::i64}});
+  V hit = c.bin(OpKind::Eq, iota, c.broadcast_to(am, to_shape(wshape)));
+  V picked = c.select(hit, wp, c.broadcast_to(c.scalar(0, DType::i64), to_shape(wshape)));
+  c.set_output(1, c.reduce(OpKind::ReduceSum, picked, {last}, false));
+}
+
 }  // namespace
 
 void register_nn_ops(std::map<std::string, Converter>& r) {
@@ -103,6 +179,7 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   r["Conv"] = [](Ctx& c) {
     V x = c.in(0), w = c.in(1);
     auto xd = c.static_shape(x, "X"), wd = c.static_shape(w, "W");
+    if (xd.size() < 3 || wd.size() != xd.size()) c.error("X and W must have the same rank >= 3");
     size_t sp = xd.size() - 2;
     std::vector<int64_t> k(wd.begin() + 2, wd.end());
     auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
@@ -116,17 +193,18 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   auto pool = [](Ctx& c, bool is_max) {
     V x = c.in(0);
     auto xd = c.static_shape(x, "X");
+    if (xd.size() < 3) c.error("X must have rank >= 3 (N, C, spatial...)");
     int64_t rk = static_cast<int64_t>(xd.size());
     size_t sp = xd.size() - 2;
     auto k = c.attr_ints("kernel_shape");
     if (k.size() != sp) c.error("kernel_shape must have one entry per spatial dim");
     auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
     auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-    for (auto d : dil)
-      if (d != 1) c.error("pooling dilations are unsupported");
-    if (c.wants_output(1)) c.error("the Indices output is unsupported");
+    bool dilated = false;
+    for (auto d : dil) dilated = dilated || d != 1;
     std::vector<int64_t> in(xd.begin() + 2, xd.end());
     auto pads = resolve_pads(c, in, k, st, dil);
+    if (dilated || c.wants_output(1)) return gather_pool(c, x, xd, k, st, dil, pads, is_max);
     // ceil_mode: extend the end padding so the last partial window is kept.
     std::vector<int64_t> extra(sp, 0);
     if (c.attr_i("ceil_mode", 0)) {

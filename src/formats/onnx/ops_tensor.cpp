@@ -282,30 +282,31 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
   r["GatherND"] = [](Ctx& c) {
     V x = c.in(0);
     const Tensor& it = c.const_in(1, "indices");
-    if (c.attr_i("batch_dims", 0) != 0) c.error("batch_dims != 0 is unsupported");
     auto d = c.static_shape(x, "data");
+    // [issue 4] batch_dims b: the first b dims of data and indices are paired; index tuples address
+    // dims [b, b+k) within each batch. Everything folds to one gather over the flattened data.
+    int64_t b = c.attr_i("batch_dims", 0);
     int64_t q = it.rank(), k = it.shape().back(), rk = static_cast<int64_t>(d.size());
-    int64_t inner = 1;
-    for (int64_t i = k; i < rk; ++i) inner *= d[i];
-    int64_t outer = it.numel() / std::max<int64_t>(k, 1);
+    if (b < 0 || b >= q || b + k > rk) c.error("bad batch_dims / index depth");
+    int64_t batches = 1, lead = 1;
+    for (int64_t i = 0; i < b; ++i) batches *= d[i];
+    for (int64_t i = b; i < b + k; ++i) lead *= d[i];
+    int64_t outer = it.numel() / std::max<int64_t>(k, 1), per_batch = outer / std::max<int64_t>(batches, 1);
     std::vector<int64_t> lin(static_cast<size_t>(outer));
     for (int64_t o = 0; o < outer; ++o) {
       int64_t l = 0;
       for (int64_t j = 0; j < k; ++j) {
         int64_t v = it.get_int(o * k + j);
-        if (v < 0) v += d[j];
-        l = l * d[j] + v;
+        if (v < 0) v += d[b + j];
+        l = l * d[b + j] + v;
       }
-      lin[o] = l;
+      lin[o] = (o / std::max<int64_t>(per_batch, 1)) * lead + l;
     }
-    int64_t lead = 1;
-    for (int64_t i = 0; i < k; ++i) lead *= d[i];
-    std::vector<int64_t> flat_shape{lead};
-    for (int64_t i = k; i < rk; ++i) flat_shape.push_back(d[i]);
+    std::vector<int64_t> flat_shape{batches * lead};
+    for (int64_t i = b + k; i < rk; ++i) flat_shape.push_back(d[i]);
     V g = c.op1(OpKind::Gather, {c.reshape(x, flat_shape), c.ints_const(lin)}, {{"axis", int64_t{0}}});
     std::vector<int64_t> os(it.shape().begin(), it.shape().begin() + (q - 1));
-    for (int64_t i = k; i < rk; ++i) os.push_back(d[i]);
-    (void)inner;
+    for (int64_t i = b + k; i < rk; ++i) os.push_back(d[i]);
     c.set_output(0, c.reshape(g, os));
   };
   auto scatter = [](Ctx& c, V x, V lin, V upd) {
@@ -327,6 +328,21 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
       V ones = c.broadcast_to(c.scalar(1, c.dtype(x)), to_shape({m}));
       V hit = c.bin(OpKind::Gt, c.op1(OpKind::ScatterAdd, {zeros, lin, ones}, {{"axis", int64_t{0}}}), c.scalar(0, c.dtype(x)));
       y = c.select(hit, added, flat);
+    } else if (red == "max" || red == "min" || red == "mul") {
+      // [issue 4] No scatter-max/min/mul primitive: a dense [m, n] hit mask folds the updates per
+      // position with reduce_max/min/prod, then combines with the data where any update landed.
+      if (m * n > (int64_t{1} << 26)) c.error("reduction '" + red + "' over " + std::to_string(m) + " x " + std::to_string(n) + " is too large");
+      DType dt = c.dtype(x);
+      V pos = c.op1(OpKind::Iota, {}, {{"shape", to_shape({m, n})}, {"dim", int64_t{1}}, {"dtype", DType::i64}});
+      V mask = c.bin(OpKind::Eq, c.broadcast_to(c.reshape(c.convert(lin, DType::i64), {m, 1}), to_shape({m, n})), pos);
+      V u = c.broadcast_to(c.reshape(upd, {m, 1}), to_shape({m, n}));
+      double ident = red == "mul" ? 1.0 : red == "max" ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      OpKind rk = red == "mul" ? OpKind::ReduceProd : red == "max" ? OpKind::ReduceMax : OpKind::ReduceMin;
+      V folded = c.reduce(rk, c.select(mask, u, c.scalar(ident, dt)), {0}, false);
+      V any = c.reduce(OpKind::ReduceMax, c.convert(mask, DType::i32), {0}, false);
+      V hit = c.bin(OpKind::Gt, any, c.scalar(0, DType::i32));
+      OpKind comb = red == "mul" ? OpKind::Mul : red == "max" ? OpKind::Max : OpKind::Min;
+      y = c.select(hit, c.bin(comb, flat, folded), flat);
     } else {
       c.error("reduction '" + red + "' is unsupported");
     }

@@ -74,6 +74,9 @@ int64_t ldi(const Tensor& t, int64_t i) {
     case DType::i32: return t.data<int32_t>()[i];
     case DType::i64: return t.data<int64_t>()[i];
     case DType::boolean: return t.data<uint8_t>()[i] != 0;
+    case DType::u16: return t.data<uint16_t>()[i];
+    case DType::u32: return t.data<uint32_t>()[i];
+    case DType::u64: return static_cast<int64_t>(t.data<uint64_t>()[i]);  // the 64 bits
     default: break;
   }
   fail("[reference] integer load of ", dtype_name(t.dtype()));
@@ -107,6 +110,9 @@ void sti(Tensor& t, int64_t i, int64_t v) {
     case DType::i16: t.data<int16_t>()[i] = static_cast<int16_t>(v); return;
     case DType::i32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
     case DType::i64: t.data<int64_t>()[i] = v; return;
+    case DType::u16: t.data<uint16_t>()[i] = static_cast<uint16_t>(v); return;
+    case DType::u32: t.data<uint32_t>()[i] = static_cast<uint32_t>(v); return;
+    case DType::u64: t.data<uint64_t>()[i] = static_cast<uint64_t>(v); return;
     case DType::boolean: t.data<uint8_t>()[i] = v != 0; return;
     case DType::f32: t.data<float>()[i] = static_cast<float>(v); return;  // one rounding
     case DType::c64: stc(t, i, cplx(static_cast<double>(static_cast<float>(v)), 0.0)); return;
@@ -141,6 +147,9 @@ int64_t int_max(DType t) {
     case DType::i16: return std::numeric_limits<int16_t>::max();
     case DType::i32: return std::numeric_limits<int32_t>::max();
     case DType::i64: return std::numeric_limits<int64_t>::max();
+    case DType::u16: return std::numeric_limits<uint16_t>::max();
+    case DType::u32: return std::numeric_limits<uint32_t>::max();
+    case DType::u64: return -1;  // all ones
     default: return 1;  // bool
   }
 }

@@ -54,7 +54,15 @@ inline int64_t wmul(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 int64_t int_min(DType t);
-int64_t int_max(DType t);
+int64_t int_max(DType t);  // u64: all ones (UINT64_MAX's bits)
+// u64 values travel in int64 as their 64 bits: add/sub/mul/bitwise wrap correctly as they are;
+// ordering, division and conversion to float need the unsigned view.
+inline bool is_u64(DType t) { return t == DType::u64; }
+inline bool lt_i(int64_t a, int64_t b, bool u) {
+  return u ? static_cast<uint64_t>(a) < static_cast<uint64_t>(b) : a < b;
+}
+// An int64 whose signed order is the value order (u64: the sign bit flipped), for sort keys.
+inline int64_t order_key(int64_t v, bool u) { return u ? static_cast<int64_t>(static_cast<uint64_t>(v) ^ (uint64_t{1} << 63)) : v; }
 
 // Windowed iteration over all dims: for each output element, the flat input index of every tap
 // (-1 for a tap in the padding). Tap position = out*stride + k*dilation - pad_lo.

@@ -46,7 +46,11 @@ bool unary_c(OpKind k, cplx z, cplx* r) {
   }
 }
 
-bool unary_i(OpKind k, int64_t x, int64_t* r) {
+bool unary_i(OpKind k, int64_t x, int64_t* r, bool u) {
+  if (u && (k == OpKind::Abs || k == OpKind::Sign)) {  // u64: never negative
+    *r = k == OpKind::Abs ? x : x != 0;
+    return true;
+  }
   switch (k) {
     case OpKind::Neg: *r = wsub(0, x); return true;
     case OpKind::Abs: *r = x < 0 ? wsub(0, x) : x; return true;
@@ -89,7 +93,7 @@ Outs eval_unary(const Node& n, const Ins& in, const Types& ot) {
     case Dom::I:
       for (int64_t i = 0; i < N; ++i) {
         int64_t r;
-        if (!unary_i(k, ldi(x, i), &r)) bad_dtype(n, x.dtype());
+        if (!unary_i(k, ldi(x, i), &r, is_u64(x.dtype()))) bad_dtype(n, x.dtype());
         sti(out, i, r);
       }
       break;
@@ -113,7 +117,16 @@ Outs eval_convert(const Node& n, const Ins& in, const Types& ot) {
         else stc(out, i, ldc(x, i));  // real targets take the real part
         break;
       case Dom::I:
-      case Dom::B: sti(out, i, ldi(x, i)); break;  // int -> int wraps
+      case Dom::B:
+        if (is_u64(x.dtype()) && dom_of(out.dtype()) != Dom::I && !to_bool) {
+          uint64_t u = static_cast<uint64_t>(ldi(x, i));  // one rounding from the unsigned value
+          if (out.dtype() == DType::f32) out.data<float>()[i] = static_cast<float>(u);
+          else if (out.dtype() == DType::c64) stc(out, i, cplx(static_cast<double>(static_cast<float>(u)), 0.0));
+          else st(out, i, static_cast<double>(u));
+        } else {
+          sti(out, i, ldi(x, i));  // int -> int wraps
+        }
+        break;
     }
   }
   return {out};
@@ -156,7 +169,18 @@ bool binary_c(OpKind k, cplx a, cplx b, cplx* r) {
   }
 }
 
-bool binary_i(OpKind k, int64_t a, int64_t b, int64_t* r) {
+bool binary_u64(OpKind k, uint64_t a, uint64_t b, int64_t* r) {
+  switch (k) {
+    case OpKind::Div: *r = static_cast<int64_t>(b == 0 ? 0 : a / b); return true;  // x/0 = 0 as for signed
+    case OpKind::Rem: *r = static_cast<int64_t>(b == 0 ? 0 : a % b); return true;
+    case OpKind::Max: *r = static_cast<int64_t>(a > b ? a : b); return true;
+    case OpKind::Min: *r = static_cast<int64_t>(a < b ? a : b); return true;
+    default: return false;
+  }
+}
+
+bool binary_i(OpKind k, int64_t a, int64_t b, int64_t* r, bool u) {
+  if (u && binary_u64(k, static_cast<uint64_t>(a), static_cast<uint64_t>(b), r)) return true;
   switch (k) {
     case OpKind::Add: *r = wadd(a, b); return true;
     case OpKind::Sub: *r = wsub(a, b); return true;
@@ -212,7 +236,7 @@ Outs eval_binary(const Node& n, const Ins& in, const Types& ot) {
       }
       case Dom::I: {
         int64_t r;
-        if (k == OpKind::Pow || !binary_i(k, ldi(a, ma[i]), ldi(b, mb[i]), &r)) bad_dtype(n, a.dtype());
+        if (k == OpKind::Pow || !binary_i(k, ldi(a, ma[i]), ldi(b, mb[i]), &r, is_u64(a.dtype()))) bad_dtype(n, a.dtype());
         sti(out, i, r);
         break;
       }
@@ -251,7 +275,8 @@ Outs eval_compare(const Node& n, const Ins& in, const Types& ot) {
       case Dom::I:
       case Dom::B: {
         int64_t x = ldi(a, ma[i]), y = ldi(b, mb[i]);
-        r = compare(n.op, x < y, x == y, x > y, false);
+        bool u = is_u64(a.dtype());
+        r = compare(n.op, lt_i(x, y, u), x == y, lt_i(y, x, u), false);
         break;
       }
     }

@@ -45,7 +45,7 @@ Outs eval_pool(const Node& n, const Ins& in, const Types& ot) {
     if (is_max && d == Dom::I) {
       int64_t m = int_min(x.dtype());  // a window of only padding gives the dtype's min (-inf)
       for (int64_t t : taps)
-        if (t >= 0) m = std::max(m, ldi(x, t));
+        if (t >= 0 && lt_i(m, ldi(x, t), is_u64(x.dtype()))) m = ldi(x, t);
       sti(out, o, m);
       return;
     }
@@ -133,7 +133,7 @@ Outs eval_activation(const Node& n, const Ins& in, const Types& ot) {
   const Tensor& x = in[0];
   Tensor out = alloc(ot[0]);
   if (n.op == OpKind::Relu && dom_of(x.dtype()) == Dom::I) {
-    for (int64_t i = 0; i < x.numel(); ++i) sti(out, i, std::max<int64_t>(ldi(x, i), 0));
+    for (int64_t i = 0; i < x.numel(); ++i) sti(out, i, is_u64(x.dtype()) ? ldi(x, i) : std::max<int64_t>(ldi(x, i), 0));
     return {out};
   }
   need_float(n, x);

@@ -37,12 +37,12 @@ double combine_f(OpKind k, double acc, double x) {
   }
 }
 
-int64_t combine_i(OpKind k, int64_t acc, int64_t x) {
+int64_t combine_i(OpKind k, int64_t acc, int64_t x, bool u) {  // u: u64 bits, unsigned order
   switch (k) {
     case OpKind::ReduceSum: return wadd(acc, x);
     case OpKind::ReduceProd: return wmul(acc, x);
-    case OpKind::ReduceMax: return x > acc ? x : acc;
-    default: return x < acc ? x : acc;
+    case OpKind::ReduceMax: return lt_i(acc, x, u) ? x : acc;
+    default: return lt_i(x, acc, u) ? x : acc;
   }
 }
 
@@ -70,7 +70,7 @@ Outs eval_reduce(const Node& n, const Ins& in, const Types& ot) {
     for (size_t j = 0; j < xd.size(); ++j) o += idx[j] * os[j];
     bool first = cnt[o]++ == 0;
     if (d == Dom::F) accf[o] = first ? ld(x, i) : combine_f(k, accf[o], ld(x, i));
-    else if (d == Dom::I) acci[o] = first ? ldi(x, i) : combine_i(k, acci[o], ldi(x, i));
+    else if (d == Dom::I) acci[o] = first ? ldi(x, i) : combine_i(k, acci[o], ldi(x, i), is_u64(x.dtype()));
     else if (first) accc[o] = ldc(x, i);
     else accc[o] = k == OpKind::ReduceProd ? accc[o] * ldc(x, i) : accc[o] + ldc(x, i);
   }
@@ -130,7 +130,7 @@ Outs eval_arg_reduce(const Node& n, const Ins& in, const Types& ot) {
       if (take) bf[o] = v;
     } else {
       int64_t v = ldi(x, i), b = bi[o];
-      if (!take) take = is_max ? v > b : v < b;
+      if (!take) take = is_max ? lt_i(b, v, is_u64(x.dtype())) : lt_i(v, b, is_u64(x.dtype()));
       if (take) bi[o] = v;
     }
     if (take) best[o] = idx[ax];
@@ -199,7 +199,7 @@ Outs eval_reduce_window(const Node& n, const Ins& in, const Types& ot) {
     for (int64_t t : taps) {
       if (t < 0) continue;
       if (d == Dom::F) af = any ? combine_f(k, af, ld(x, t)) : ld(x, t);
-      else ai = any ? combine_i(k, ai, ldi(x, t)) : ldi(x, t);
+      else ai = any ? combine_i(k, ai, ldi(x, t), is_u64(x.dtype())) : ldi(x, t);
       any = true;
     }
     if (d == Dom::F) st(out, o, any ? af : (kind == "sum" ? 0.0 : kind == "max" ? -kInf : kInf));

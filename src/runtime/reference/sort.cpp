@@ -41,7 +41,7 @@ void order_lines(const Tensor& x, int64_t ax, bool descending, Emit emit) {
           k.f = ld(x, base + p * inner);
           k.nan = std::isnan(k.f);
         } else {
-          k.i = ldi(x, base + p * inner);
+          k.i = order_key(ldi(x, base + p * inner), is_u64(x.dtype()));
         }
         order[p] = p;
       }

@@ -1,0 +1,169 @@
+// RLX side of the H200 MNIST MLP training benchmark (bench/h200_mnist.py runs the peers and merges).
+// The training step (forward + backward + SGD update, src/train's build_train_step) is compiled for
+// cuda once per (MLP, batch); the new parameters are copied back into the parameter inputs on the
+// device after each step (CudaExecutableApi::set_feedback, inside the captured CUDA graph), so the
+// timed loop is graph replays only. Rows:
+//   rlx/device-resident: N steps back to back on one seeded synthetic batch, CUDA events, img/s
+//   rlx/Trainer:         train::Trainer on device "cuda" (parameters cross the host every step)
+// Parity: the first steps' losses and the final parameters against train::Trainer on the cpu.
+// Usage: h200_mnist OUT_DIR [mlps=128;512,512] [batches=128,1024] [steps=2000]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "backends/cuda/cuda_backend.h"
+#include "models/mlp.h"
+#include "passes/passes.h"
+#include "rlx/lir.h"
+#include "rlx/session.h"
+#include "train/train.h"
+
+using namespace rlx;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, sep))
+    if (!x.empty()) r.push_back(x);
+  return r;
+}
+
+double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double e = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) e = std::max(e, std::abs(a.get(i) - b.get(i)));
+  return e;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: h200_mnist OUT_DIR [mlps=128;512,512] [batches=128,1024] [steps=2000]\n");
+    return 2;
+  }
+  std::string out = argv[1];
+  auto mlps = split(argc > 2 ? argv[2] : "128;512,512", ';');
+  auto batches = split(argc > 3 ? argv[3] : "128,1024", ',');
+  int steps = argc > 4 ? std::atoi(argv[4]) : 2000;
+  std::ofstream rows(out + "/rlx_rows.jsonl"), checks(out + "/rlx_checks.jsonl");
+  try {
+    for (auto& hidden : mlps) {
+      std::vector<int64_t> sizes{784};
+      for (auto& h : split(hidden, ',')) sizes.push_back(std::stoll(h));
+      sizes.push_back(10);
+      std::string name;
+      for (auto s : sizes) name += (name.empty() ? "" : "-") + std::to_string(s);
+      for (auto& bs : batches) {
+        int64_t B = std::stoll(bs);
+        train::OptimizerConfig opt;  // plain SGD, lr 0.1
+        Graph loss = models::mlp_loss_graph(sizes, B);
+        int np = static_cast<int>(2 * (sizes.size() - 1));
+        Graph step = train::build_train_step(loss, np, opt);
+        auto t0 = std::chrono::steady_clock::now();
+        Legalized l = legalize(step, "cuda", {});
+        Graph mir = eliminate_dead_code(fold_constants(l.graph));
+        LirProgram lir = lower_to_lir(mir, true);
+        auto exe = make_executable("cuda", lir);
+        auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
+        double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        // Inputs: params, data (x, labels), lr, lr_hat, eps_hat. Outputs: loss, correct, params.
+        std::vector<Tensor> init = models::mlp_init(sizes, 0);
+        std::mt19937 rng(1);
+        std::uniform_real_distribution<float> px(0.0f, 1.0f);
+        Tensor x(DType::f32, {B, 784}), y(DType::i64, {B});
+        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = px(rng);
+        for (int64_t i = 0; i < B; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+        Tensor lr(DType::f32, {}), lr_hat(DType::f32, {}), eps_hat(DType::f32, {});
+        lr.data<float>()[0] = lr_hat.data<float>()[0] = 0.1f, eps_hat.data<float>()[0] = 0.0f;
+        std::vector<Tensor> in;
+        for (auto& p : init) in.push_back(p.clone());
+        in.push_back(x), in.push_back(y), in.push_back(lr), in.push_back(lr_hat), in.push_back(eps_hat);
+        std::vector<std::pair<int, int>> fb;
+        for (int i = 0; i < np; ++i) fb.push_back({2 + i, i});
+        cu->set_feedback(fb);
+        cu->upload_inputs(in);
+        // Parity: 5 steps on the device (losses read back each step) vs train::Trainer on the cpu.
+        const int kParity = 5;
+        std::vector<double> dev_loss, cpu_loss;
+        for (int s = 0; s < kParity; ++s) {
+          cu->run_resident(1);
+          dev_loss.push_back(cu->read_outputs()[0].get(0));
+        }
+        auto dev_params = cu->read_inputs();
+        CompileOptions cpu;
+        cpu.device = "cpu";
+        train::Trainer ref(loss, init, opt, {}, cpu);
+        for (int s = 0; s < kParity; ++s) cpu_loss.push_back(ref.step({x, y})[0].get(0));
+        double perr = 0, lerr = 0;
+        for (int i = 0; i < np; ++i) perr = std::max(perr, max_abs_diff(dev_params[i], ref.params()[i]));
+        for (int s = 0; s < kParity; ++s) lerr = std::max(lerr, std::abs(dev_loss[s] - cpu_loss[s]));
+        char line[768];
+        std::snprintf(line, sizeof line,
+                      "{\"check\": \"rlx cuda vs rlx cpu Trainer, %d SGD steps\", \"mlp\": \"%s\", \"batch\": %lld, "
+                      "\"loss_first\": %.6f, \"loss_last\": %.6f, \"max_abs_loss_diff\": %.3g, \"max_abs_param_diff\": %.3g}\n",
+                      kParity, name.c_str(), static_cast<long long>(B), dev_loss.front(), dev_loss.back(), lerr, perr);
+        checks << line;
+        std::printf("parity %s b%lld: loss %.4f -> %.4f, |dloss| %.2g, |dparam| %.2g\n", name.c_str(),
+                    static_cast<long long>(B), dev_loss.front(), dev_loss.back(), lerr, perr);
+        // Throughput: `steps` replays back to back, five rounds; p50/p90 over rounds.
+        cu->run_resident(50);  // warm-up (captures the graph)
+        std::vector<double> ms;
+        for (int r = 0; r < 5; ++r) ms.push_back(cu->run_resident(steps));
+        double final_loss = cu->read_outputs()[0].get(0);
+        std::printf("rlx cuda %s b%lld: %.4f ms/step p50 (%.2f M img/s), loss after %d steps %.4f | compile %.1f s | %s\n",
+                    name.c_str(), static_cast<long long>(B), pct(ms, 0.5), B / pct(ms, 0.5) / 1e3, 5 * steps + 55,
+                    final_loss, compile_s, cu->summary().c_str());
+        auto emit = [&](const char* variant, const std::vector<double>& v) {
+          double p50 = pct(v, 0.5);
+          std::snprintf(line, sizeof line,
+                        "{\"system\": \"rlx\", \"variant\": \"%s\", \"device\": \"cuda\", \"workload\": "
+                        "\"mnist mlp %s sgd train step\", \"dtype\": \"f32\", \"batch\": %lld, \"seq\": null, "
+                        "\"p50_ms\": %.5f, \"p90_ms\": %.5f, \"throughput\": %.1f, \"unit\": \"img/s\", "
+                        "\"peak_rss_mb\": null}\n",
+                        variant, name.c_str(), static_cast<long long>(B), p50, pct(v, 0.9), B / (p50 / 1000.0));
+          rows << line;
+        };
+        emit("device-resident, CUDA graph", ms);
+        // The library path: train::Trainer on cuda (inputs/outputs cross the host each step).
+        CompileOptions co;
+        co.device = "cuda";
+        train::Trainer tr(loss, init, opt, {}, co);
+        for (int s = 0; s < 20; ++s) tr.step({x, y});
+        std::vector<double> tms;
+        for (int s = 0; s < 200; ++s) {
+          auto a = std::chrono::steady_clock::now();
+          tr.step({x, y});
+          tms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+        }
+        std::printf("rlx Trainer(cuda) %s b%lld: %.4f ms/step p50 (%.2f M img/s)\n", name.c_str(),
+                    static_cast<long long>(B), pct(tms, 0.5), B / pct(tms, 0.5) / 1e3);
+        emit("train::Trainer on cuda (host I/O per step)", tms);
+        rows.flush(), checks.flush();
+        if (B == 1024 && sizes.size() == 3) {  // per-kernel profile of eager steps, for the report
+          setenv("RLX_PROFILE", "1", 1);
+          auto pexe = make_executable("cuda", lir);
+          for (int i = 0; i < 5; ++i) pexe->run(in);
+          unsetenv("RLX_PROFILE");
+          std::ofstream pf(out + "/rlx_profile_mnist_" + name + "_b" + bs + ".txt");
+          pf << cu->summary() << "\n" << pexe->profile();
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "h200_mnist: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

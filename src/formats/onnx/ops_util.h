@@ -1,0 +1,29 @@
+// Free helpers shared by the issue-4 op converters (ops_signal/ops_extra/ops_rnn/ops_vision/ops_qlinear).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "formats/onnx/importer.h"
+
+namespace rlx::onnx {
+
+// Element-wise dtype change of a host tensor (through double; ints through int64).
+Tensor as_dtype(const Tensor& t, DType dt);
+
+// A parsed einsum equation: each operand's labels and the output's, with "..." expanded to
+// `ellipsis` distinct labels ('0', '1', ... are never letters). Implicit output ("ij,jk") is the
+// ellipsis labels followed by the letters seen exactly once, alphabetically.
+struct EinsumSpec {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+// `ranks` are the operands' ranks (to size each "..."). Throws rlx::Error on a malformed equation.
+EinsumSpec parse_einsum(const std::string& eq, const std::vector<int64_t>& ranks);
+
+// DFT along `axis` of x [..., 1|2] (see ops_signal.cpp).
+V onnx_dft(Ctx& c, V x, int64_t axis, int64_t len, bool inverse, bool onesided);
+
+// atan of a float tensor composed from sqrt/div/mul/add (three half-angle reductions then a series).
+V compose_atan(Ctx& c, V x);
+
+}  // namespace rlx::onnx

@@ -1,0 +1,166 @@
+// [issue 6] cpu kernels the training step relies on (src/backends/cpu/train_kernels.cpp), checked
+// against the reference interpreter, and the closed-form softmax-xent backward (stop-gradient).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "autodiff/autodiff.h"
+#include "backends/cpu/train_kernels.h"
+#include "models/mlp.h"
+#include "rlx/builder.h"
+#include "rlx/reference.h"
+#include "rlx/session.h"
+
+using namespace rlx;
+
+namespace {
+
+Tensor randn(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t(DType::f32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d;
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, d(rng));
+  return t;
+}
+
+void expect_same(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.dtype(), b.dtype()) << what;
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    if (std::isnan(b.get(i))) {
+      ASSERT_TRUE(std::isnan(a.get(i))) << what << " [" << i << "]";
+      continue;
+    }
+    if (tol == 0) ASSERT_EQ(a.get(i), b.get(i)) << what << " [" << i << "]";
+    else ASSERT_NEAR(a.get(i), b.get(i), tol * (1 + std::fabs(b.get(i)))) << what << " [" << i << "]";
+  }
+}
+
+}  // namespace
+
+TEST(TrainKernels, MixedFusedBodyMatchesReference) {
+  // ReLU backward (ge + select), one-hot (eq + convert of i64), logic ops, broadcasts.
+  Graph body;
+  ValueId h = body.add_input("h", DType::f32, Shape{37, 70});
+  ValueId zero = body.add_input("z", DType::f32, Shape{37, 70});
+  ValueId g = body.add_input("g", DType::f32, Shape{37, 70});
+  ValueId lab = body.add_input("lab", DType::i64, Shape{37, 70});
+  ValueId cls = body.add_input("cls", DType::i64, Shape{37, 70});
+  Builder c(body);
+  ValueId ge = c.op1(OpKind::Ge, {h, zero});
+  ValueId eq = c.op1(OpKind::Eq, {lab, cls});
+  ValueId both = c.op1(OpKind::Or, {c.op1(OpKind::Not, {ge}), eq});
+  ValueId sel = c.select(both, g, c.convert(eq, DType::f32));
+  body.outputs = {c.mul(sel, h)};
+  // Inputs broadcast the way the fused kernels receive them: scalar, trailing row, column.
+  Tensor th = randn({37, 70}, 1), tg = randn({37, 70}, 2), tz(DType::f32, {});
+  Tensor tl(DType::i64, {37, 1}), tc(DType::i64, {70});
+  for (int64_t i = 0; i < 37; ++i) tl.set_int(i, i % 10);
+  for (int64_t i = 0; i < 70; ++i) tc.set_int(i, i % 10);
+  std::vector<Tensor> in{th, tz, tg, tl, tc};
+  // The body's declared input shapes are the output's; the kernels broadcast smaller inputs.
+  Tensor got(DType::f32, {37, 70}), want(DType::f32, {37, 70});
+  ASSERT_TRUE(cpu::fused_kernel_mixed(body, in, got));
+  cpu::fused_kernel_reference(body, in, want);
+  expect_same(got, want, 0, "mixed body");
+  // Unsupported (float -> int convert) is declined without writing.
+  Graph bad;
+  ValueId x = bad.add_input("x", DType::f32, Shape{4});
+  Builder bb(bad);
+  bad.outputs = {bb.convert(x, DType::i32)};
+  Tensor out(DType::i32, {4});
+  EXPECT_FALSE(cpu::fused_kernel_mixed(bad, {randn({4}, 3)}, out));
+}
+
+TEST(TrainKernels, ReductionsBroadcastArgmaxMatchReference) {
+  struct Case {
+    OpKind op;
+    std::vector<int64_t> shape, axes;
+    bool keep;
+  };
+  std::vector<Case> cases = {{OpKind::ReduceSum, {128, 128}, {0}, false}, {OpKind::ReduceSum, {128, 10}, {1}, true},
+                             {OpKind::ReduceSum, {7, 9}, {0, 1}, false},  {OpKind::ReduceMax, {5, 6, 7}, {1}, false},
+                             {OpKind::ReduceMin, {5, 6, 7}, {1, 2}, true}, {OpKind::ReduceSum, {3, 4, 5}, {0, 2}, false},
+                             {OpKind::ReduceMax, {13, 3}, {-1}, false}};
+  for (auto& cs : cases) {
+    Graph g;
+    Builder b(g);
+    Shape s;
+    for (auto d : cs.shape) s.push_back(Dim(d));
+    ValueId x = b.input("x", DType::f32, s);
+    b.output(b.reduce(cs.op, x, cs.axes, cs.keep));
+    Tensor tx = randn(cs.shape, 7);
+    if (cs.op == OpKind::ReduceMax) tx.set(3, std::nan(""));  // NaN propagates like the reference
+    auto got = CompiledModel(g, CompileOptions{}).run(std::vector<Tensor>{tx});
+    auto want = reference_run(g, {tx});
+    for (int64_t i = 0; i < got[0].numel(); ++i) {
+      double a = got[0].get(i), w = want[0].get(i);
+      if (std::isnan(w)) EXPECT_TRUE(std::isnan(a)) << op_name(cs.op) << " [" << i << "]";
+      else EXPECT_NEAR(a, w, 1e-5 * (1 + std::fabs(w))) << op_name(cs.op) << " [" << i << "]";
+    }
+  }
+  // broadcast_in_dim for several dtypes and dim maps; argmax with ties and a NaN.
+  Graph g;
+  Builder b(g);
+  ValueId v = b.input("v", DType::f32, {6});
+  ValueId l = b.input("l", DType::i64, {4});
+  ValueId m = b.input("m", DType::f32, {4, 6});
+  b.output(b.broadcast_in_dim(v, Shape{4, 6}, {1}));
+  b.output(b.broadcast_in_dim(l, Shape{4, 3, 6}, {0}));
+  b.output(b.broadcast_in_dim(m, Shape{4, 2, 6}, {0, 2}));
+  b.output(b.op1(OpKind::ArgMax, {m}, {{"axis", int64_t{1}}}));
+  b.output(b.op1(OpKind::ArgMin, {m}, {{"axis", int64_t{0}}, {"keepdims", int64_t{1}}}));
+  Tensor tv = randn({6}, 4), tl = Tensor::from<int64_t>(DType::i64, {4}, {3, -1, 7, 1 << 30}), tm = randn({4, 6}, 5);
+  tm.set(7, tm.get(9));  // tie in row 1
+  tm.set(14, std::nan(""));
+  auto got = CompiledModel(g, CompileOptions{}).run(std::vector<Tensor>{tv, tl, tm});
+  auto want = reference_run(g, {tv, tl, tm});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], 0, "output " + std::to_string(i));
+}
+
+TEST(TrainHead, ClosedFormBackwardIsSoftmaxMinusOnehot) {
+  const int64_t B = 5, C = 4;
+  Graph g;
+  Builder b(g);
+  ValueId z = b.input("z", DType::f32, {B, C}), y = b.input("y", DType::i64, {B});
+  auto h = models::classification_head(b, z, y);
+  b.output(h[0]);
+  b.output(h[1]);
+  Graph vg = ad::value_and_grad(g, {0});
+  // The stop-gradient keeps reduce_max out of the backward pass: one reduce_max (forward) only.
+  int nmax = 0;
+  for (auto& n : vg.nodes) nmax += n.op == OpKind::ReduceMax;
+  EXPECT_EQ(nmax, 1);
+  Tensor tz = randn({B, C}, 9), ty = Tensor::from<int64_t>(DType::i64, {B}, {0, 3, 1, 1, 2});
+  auto r = reference_run(vg, {tz, ty});
+  double loss = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    double mx = -1e30, s = 0;
+    for (int64_t j = 0; j < C; ++j) mx = std::max(mx, tz.get(i * C + j));
+    for (int64_t j = 0; j < C; ++j) s += std::exp(tz.get(i * C + j) - mx);
+    loss += (std::log(s) + mx - tz.get(i * C + ty.get_int(i))) / B;
+    for (int64_t j = 0; j < C; ++j) {
+      double p = std::exp(tz.get(i * C + j) - mx) / s, want = (p - (j == ty.get_int(i))) / B;
+      EXPECT_NEAR(r[2].get(i * C + j), want, 1e-6);
+    }
+  }
+  EXPECT_NEAR(r[0].get(0), loss, 1e-5);
+}
+
+TEST(TrainHead, ReluBackwardUsesTheOutputMask) {
+  // max(x, 0): gradient w * (x > 0), computed from the output (the pre-activation is not needed).
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", DType::f32, {3, 5}), w = b.input("w", DType::f32, {3, 5});
+  b.output(b.reduce(OpKind::ReduceSum, b.mul(b.max(x, b.scalar(0, DType::f32)), w), {0, 1}, false));
+  Graph vg = ad::value_and_grad(g, {0});
+  int ge = 0;
+  for (auto& n : vg.nodes) ge += n.op == OpKind::Ge;
+  EXPECT_EQ(ge, 0);
+  Tensor tx = randn({3, 5}, 11), tw = randn({3, 5}, 12);
+  tx.set(4, 0.0);  // at the kink: zero gradient, like PyTorch's relu
+  auto r = CompiledModel(vg, CompileOptions{}).run(std::vector<Tensor>{tx, tw});
+  for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(r[1].get(i), tx.get(i) > 0 ? tw.get(i) : 0.0) << i;
+}
