@@ -151,7 +151,10 @@ class Legalizer {
     } else {
       tried.push_back("common-IR: " + name + " is a primitive (no decomposition)");
     }
-    if (promotable(dt)) {
+    if (n.op == OpKind::Convert) {
+      // Promoting a convert would insert a convert from the same dtype: the rewrite is circular.
+      tried.push_back("rewritten: a convert of " + dn + " cannot be rewritten through another convert");
+    } else if (promotable(dt)) {
       DType to = promotion_target(dt);
       Verdict v = check(promoted(n, to), promote_types(in, dt), depth + 1);
       std::string tn(dtype_name(to));
