@@ -29,6 +29,18 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	PYTHONPATH=$(BUILD)/python $(PY) -m pytest tests/python -q
+	$(MAKE) --no-print-directory fuzz-quick
+
+# [issue 4] a short randomized fuzz run of every parser target on each `make test` (tests/fuzz/mutate_main.cpp:
+# seeds replayed, then mutated, FUZZ_QUICK_SECONDS each). The coverage-guided libFuzzer run is `make fuzz-smoke`.
+FUZZ_QUICK_SECONDS ?= 10
+.PHONY: fuzz-quick
+fuzz-quick: build
+	@mkdir -p $(BUILD)/fuzz-crashes
+	@for t in onnx rten safetensors gguf; do \
+	  RLX_FUZZ_CRASH_DIR=$(BUILD)/fuzz-crashes $(BUILD)/bin/fuzz_quick_$$t $(FUZZ_QUICK_SECONDS) tests/fuzz/corpus/$$t \
+	    tests/fuzz/regressions || { echo "fuzz_quick_$$t failed; input in $(BUILD)/fuzz-crashes"; exit 1; }; \
+	done
 
 ops-doc: build
 	$(BUILD)/bin/rlx ops --write docs/ops.md --quiet

@@ -105,16 +105,28 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, cons
       for (auto v : t.int32_data()) bytes.push_back(static_cast<char>(v & 0xff));
     return narrow_tensor_from_bytes(t.data_type(), dims, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), where);
   }
+  // Check that the data is there before allocating: a malformed file must not make us allocate what
+  // its dims claim (up to 2^40 elements) and only then notice the data is missing.
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    std::string buf = read_external(t, base_dir, where, static_cast<size_t>(n) * dtype_size(dt));
+    Tensor out(dt, dims);
+    if (!buf.empty()) std::memcpy(out.raw(), buf.data(), buf.size());
+    return out;
+  }
+  if (t.has_raw_data()) {
+    size_t want = static_cast<size_t>(n) * dtype_size(dt);
+    RLX_CHECK(t.raw_data().size() == want, "[onnx] ", where, ": raw_data has ", t.raw_data().size(), " bytes, expected ",
+              want);
+  } else {
+    int64_t avail = static_cast<int64_t>(t.float_data_size()) + t.int32_data_size() + t.int64_data_size() +
+                    t.double_data_size() + t.uint64_data_size();
+    RLX_CHECK(avail >= n, "[onnx] ", where, ": ", avail, " values for ", n, " elements");
+  }
   Tensor out(dt, dims);
   size_t nb = out.nbytes();
   auto need = [&](int64_t have) {
     RLX_CHECK(have == n, "[onnx] ", where, ": ", have, " values for ", n, " elements");
   };
-  if (t.data_location() == TensorProto::EXTERNAL) {
-    std::string buf = read_external(t, base_dir, where, nb);
-    if (nb) std::memcpy(out.raw(), buf.data(), nb);
-    return out;
-  }
   if (t.has_raw_data()) {
     RLX_CHECK(t.raw_data().size() == nb, "[onnx] ", where, ": raw_data has ", t.raw_data().size(), " bytes, expected ", nb);
     if (nb) std::memcpy(out.raw(), t.raw_data().data(), nb);

@@ -20,11 +20,22 @@ int64_t axis_norm(Ctx& c, int64_t a, int64_t r) {
 std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& k,
                                   const std::vector<int64_t>& st, const std::vector<int64_t>& dil) {
   size_t sp = in.size();
+  // Window attributes must match the spatial rank and be positive (malformed files are caught here,
+  // once, for every conv/pool converter).
+  if (k.size() != sp) c.error("kernel must have one entry per spatial dim");
+  if (st.size() != sp) c.error("strides must have one entry per spatial dim");
+  if (dil.size() != sp) c.error("dilations must have one entry per spatial dim");
+  for (size_t i = 0; i < sp; ++i)
+    if (k[i] < 1 || st[i] < 1 || dil[i] < 1 || k[i] > (int64_t{1} << 20) || st[i] > (int64_t{1} << 20) ||
+        dil[i] > (int64_t{1} << 20))
+      c.error("kernel, strides and dilations must be positive (and sane)");
   std::string ap = c.attr_s("auto_pad", "NOTSET");
   std::vector<int64_t> pads = c.attr_ints("pads");
   if (ap == "NOTSET") {
     if (pads.empty()) pads.assign(2 * sp, 0);
     if (pads.size() != 2 * sp) c.error("pads must have 2 x spatial-rank entries");
+    for (auto p : pads)
+      if (p < 0 || p > (int64_t{1} << 20)) c.error("pads must be non-negative (and sane)");
     return pads;
   }
   pads.assign(2 * sp, 0);

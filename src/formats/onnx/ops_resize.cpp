@@ -159,7 +159,10 @@ void resize(Ctx& c, bool upsample) {
   }
   if (axes.empty())
     for (int64_t i = 0; i < rk; ++i) axes.push_back(i);
-  for (auto& a : axes) a = a < 0 ? a + rk : a;
+  for (auto& a : axes) {
+    a = a < 0 ? a + rk : a;
+    if (a < 0 || a >= rk) c.error("axis out of range for a rank-" + std::to_string(rk) + " input");
+  }
   std::vector<double> sf(static_cast<size_t>(rk), 1.0);
   std::vector<int64_t> os(d);
   if (!sizes.empty()) {
@@ -180,12 +183,15 @@ void resize(Ctx& c, bool upsample) {
   std::vector<double> r0(static_cast<size_t>(rk), 0.0), r1(static_cast<size_t>(rk), 1.0);
   if (!roi.empty()) {
     size_t n = roi.size() / 2;
+    if (n != static_cast<size_t>(rk) && n != axes.size()) c.error("roi must have 2 entries per axis");
     for (size_t i = 0; i < n; ++i) {
       int64_t a = n == static_cast<size_t>(rk) ? static_cast<int64_t>(i) : axes[i];
       r0[a] = roi[i];
       r1[a] = roi[n + i];
     }
   }
+  for (int64_t a = 0; a < rk; ++a)
+    if (os[a] < 0 || os[a] > (int64_t{1} << 24)) c.error("output size " + std::to_string(os[a]) + " is out of range");
   DType dt = c.dtype(x);
   V y = c.convert(x, DType::f64);
   for (int64_t a = 0; a < rk; ++a) {

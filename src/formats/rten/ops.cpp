@@ -4,6 +4,7 @@
 // int64), casts keep every value in rten's types: bool and int64 results are cast to Int32 at once.
 #ifdef RLX_HAVE_RTEN
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "formats/rten/translate.h"
@@ -35,12 +36,14 @@ void set_s(NodeProto* n, const char* k, const std::string& v) {
   a->set_s(v);
 }
 template <class Vec>
-void set_ints(NodeProto* n, const char* k, const Vec* v) {
+void set_ints(NodeProto* n, const char* k, const Vec* v, size_t limit = SIZE_MAX) {
   if (!v) return;
   auto* a = n->add_attribute();
   a->set_name(k);
   a->set_type(AttributeProto::INTS);
-  for (auto x : *v) a->add_ints(static_cast<int64_t>(x));
+  size_t i = 0;
+  for (auto x : *v)
+    if (i++ < limit) a->add_ints(static_cast<int64_t>(x));
 }
 
 // auto_pad + pads, the way rten stores them (Same = SAME_UPPER; NotSet = explicit pads, none = zeros).
@@ -161,7 +164,7 @@ void Translator::translate_op(const fb::OperatorNode* op, const std::string& nam
       auto* a = op->attrs_as_AveragePoolAttrs();
       set_ints(n, "kernel_shape", a->kernel_size());
       set_pads(n, a, a->kernel_size() ? a->kernel_size()->size() : 0);
-      set_ints(n, "strides", a->strides());
+      set_ints(n, "strides", a->strides(), a->kernel_size() ? a->kernel_size()->size() : SIZE_MAX);  // rten-convert pads 1-D strides to 2
       set_i(n, "count_include_pad", a->count_include_pad());
       set_i(n, "ceil_mode", a->ceil_mode());
       break;
@@ -242,7 +245,7 @@ void Translator::translate_op(const fb::OperatorNode* op, const std::string& nam
       auto* a = op->attrs_as_MaxPoolAttrs();
       set_ints(n, "kernel_shape", a->kernel_size());
       set_pads(n, a, a->kernel_size() ? a->kernel_size()->size() : 0);
-      set_ints(n, "strides", a->strides());
+      set_ints(n, "strides", a->strides(), a->kernel_size() ? a->kernel_size()->size() : SIZE_MAX);  // rten-convert pads 1-D strides to 2
       set_i(n, "ceil_mode", a->ceil_mode());
       break;
     }
