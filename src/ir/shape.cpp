@@ -23,7 +23,7 @@ int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (auto& d : s) {
     RLX_CHECK(d.is_static(), "[shape] numel of symbolic shape ", shape_str(s));
-    n *= d.v;
+    RLX_CHECK(!__builtin_mul_overflow(n, d.v, &n), "[shape] element count of ", shape_str(s), " overflows int64");
   }
   return n;
 }

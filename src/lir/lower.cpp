@@ -8,7 +8,12 @@
 
 namespace rlx {
 
-int64_t LirBuffer::bytes() const { return numel(type.shape) * static_cast<int64_t>(dtype_size(type.dtype)); }
+int64_t LirBuffer::bytes() const {
+  int64_t b = 0;
+  RLX_CHECK(!__builtin_mul_overflow(numel(type.shape), static_cast<int64_t>(dtype_size(type.dtype)), &b),
+            "[lir] buffer of ", shape_str(type.shape), " ", dtype_name(type.dtype), " is larger than int64 bytes");
+  return b;
+}
 
 std::string LirKernel::label() const {
   if (kind == KernelKind::Library) return std::string(op_name(op));

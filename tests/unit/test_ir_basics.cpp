@@ -40,3 +40,11 @@ TEST(ShapeRules, AttentionAndMatmul) {
   auto c = b.input("c", DType::f32, {4, 6, 7});
   EXPECT_EQ(shape_str(g.type(b.matmul(a, c)).shape), "[3,4,5,7]");
 }
+
+// An element count that does not fit int64 is an error, not a wrapped (and later "0 B") size.
+TEST(Shape, NumelOverflowIsAnError) {
+  rlx::Shape ok{rlx::Dim(1 << 20), rlx::Dim(1 << 20)};
+  EXPECT_EQ(rlx::numel(ok), int64_t{1} << 40);
+  rlx::Shape big{rlx::Dim(int64_t{1} << 62), rlx::Dim(int64_t{1} << 62)};
+  EXPECT_THROW(rlx::numel(big), rlx::Error);
+}
