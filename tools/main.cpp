@@ -17,7 +17,6 @@ namespace rlx::cli {
 
 // [issue 4] .rten models: tools/rten_cmds.cpp
 bool is_rten_file(const std::string& path);
-Graph load_rten_file(const std::string& path, const Args& a);
 int inspect_rten_file(const Args& a);
 
 Args parse_args(int argc, char** argv, int first) {
@@ -96,7 +95,7 @@ static int cmd_devices(const Args&) {
 static int cmd_compile(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx compile FILE.rlx [--device D] [--report] [--dump=hir|mir|lir] "
                                       "[--bind sym=N,...] [--force-common=Op,...] [--force-native=Op,...]");
-  Graph g = is_rten_file(a.positional[0]) ? load_rten_file(a.positional[0], a) : load_model_file(a.positional[0], a);  // [issue 4] rten
+  Graph g = load_model_file(a.positional[0], a);
   CompiledModel m(std::move(g), compile_options(a));
   Bindings b = bindings(a);
   bool report = a.has("report") || (std::getenv("RLX_DISPATCH_REPORT") && std::string(std::getenv("RLX_DISPATCH_REPORT")) == "1");
@@ -110,7 +109,7 @@ static int cmd_compile(const Args& a) {
 
 static int cmd_run(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx run FILE.rlx --input name=file.npy ... [--output out.npz] [--device D]");
-  Graph g = is_rten_file(a.positional[0]) ? load_rten_file(a.positional[0], a) : load_model_file(a.positional[0], a);  // [issue 4] rten
+  Graph g = load_model_file(a.positional[0], a);
   CompiledModel m(std::move(g), compile_options(a));
   std::map<std::string, Tensor> inputs;
   for (auto& v : a.all("input")) {

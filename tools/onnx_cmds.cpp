@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "formats/onnx/onnx.h"
+#include "formats/rten/rten.h"
 #include "formats/onnx/pb_values.h"
 #include "rlx/npy.h"
 #include "rlx/text.h"
@@ -29,8 +30,10 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> split(const std::string& s, char sep);  // tools/main.cpp
 
-Graph load_model_file(const std::string& path, const Args& a) {
-  if (!onnx::is_onnx_path(path)) return load_graph_file(path);
+namespace {
+// --bind sizes symbolic dims; the arrays given with --input fix input shapes (and small ones their
+// values), so shape computations in an imported model (ONNX or rten) fold at import.
+onnx::ImportOptions import_options(const Args& a) {
   onnx::ImportOptions o;
   for (auto& v : a.all("bind"))
     for (auto& kv : split(v, ',')) {
@@ -50,7 +53,14 @@ Graph load_model_file(const std::string& path, const Args& a) {
       // cmd_run reports unreadable inputs with its own message.
     }
   }
-  return onnx::load_onnx(path, o);
+  return o;
+}
+}  // namespace
+
+Graph load_model_file(const std::string& path, const Args& a) {
+  if (rten::is_rten_path(path)) return rten::load_rten(path, import_options(a));
+  if (onnx::is_onnx_path(path)) return onnx::load_onnx(path, import_options(a));
+  return load_graph_file(path);
 }
 
 int cmd_inspect(const Args& a) {

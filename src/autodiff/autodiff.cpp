@@ -5,9 +5,9 @@
 
 namespace rlx::ad {
 
-ValueId unbroadcast(Builder& b, ValueId c, ValueId target);  // vjp_rules.cpp
-
-std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vector<ValueId>& inputs) {
+namespace {
+// Copies src's nodes into b's graph, src inputs bound to `inputs`; returns src value -> new value.
+std::vector<ValueId> inline_values(Builder& b, const Graph& src, const std::vector<ValueId>& inputs) {
   RLX_CHECK(inputs.size() == src.inputs.size(), "[autodiff] inline: ", inputs.size(), " inputs for ",
             src.inputs.size());
   std::vector<ValueId> map(src.values.size(), -1);
@@ -18,6 +18,12 @@ std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vecto
     auto outs = b.graph().add_node(n.op, ins, n.attrs, n.name);
     for (size_t i = 0; i < outs.size(); ++i) map[n.outputs[i]] = outs[i];
   }
+  return map;
+}
+}  // namespace
+
+std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vector<ValueId>& inputs) {
+  auto map = inline_values(b, src, inputs);
   std::vector<ValueId> r;
   for (auto v : src.outputs) r.push_back(map.at(v));
   return r;
@@ -53,14 +59,7 @@ bool is_stop_gradient(const Node& n) { return n.name.rfind(kStopGradient, 0) == 
 std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<ValueId>& inputs,
                               const std::vector<ValueId>& seeds, const std::vector<int>& wrt) {
   Graph& out = b.graph();
-  std::vector<ValueId> map(f.values.size(), -1);
-  for (size_t i = 0; i < inputs.size(); ++i) map[f.inputs[i]] = inputs[i];
-  for (const Node& n : f.nodes) {
-    std::vector<ValueId> ins;
-    for (auto v : n.inputs) ins.push_back(map.at(v));
-    auto outs = out.add_node(n.op, ins, n.attrs, n.name);
-    for (size_t i = 0; i < outs.size(); ++i) map[n.outputs[i]] = outs[i];
-  }
+  std::vector<ValueId> map = inline_values(b, f, inputs);
   std::vector<ValueId> ct(f.values.size(), -1);
   auto accumulate = [&](ValueId v, ValueId c) {
     if (c < 0 || !is_float(f.type(v).dtype)) return;

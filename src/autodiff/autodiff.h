@@ -36,6 +36,13 @@ std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vecto
 inline constexpr const char* kStopGradient = "stop_gradient";
 bool is_stop_gradient(const Node& n);
 
+// Emits f (HIR-free) and its reverse pass into b's graph; `seeds` holds one cotangent per f output
+// (-1 = none). Returns f's outputs followed by the gradients of the `wrt` inputs (autodiff.cpp).
+std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<ValueId>& inputs,
+                              const std::vector<ValueId>& seeds, const std::vector<int>& wrt);
+// Sums cotangent c down to the (broadcast-from) shape of target (vjp_rules.cpp).
+ValueId unbroadcast(Builder& b, ValueId c, ValueId target);
+
 // Coverage: true when `op` has a VJP rule (or is a non-differentiable primitive with a zero rule).
 bool has_vjp(OpKind op);
 bool is_nondifferentiable(OpKind op);

@@ -198,15 +198,10 @@ class Legalizer {
         if (v.narrow) return emit_narrowed(b, n, ins, out);
         std::vector<ValueId> cin;
         DType to = promotion_target(dt);
-        // The inserted converts go through emit like any node, so they are checked and reported.
-        auto convert = [&](ValueId x, DType t) {
-          Node c{OpKind::Convert, {}, {}, {{"to", t}}, n.name};
-          return emit(b, c, {x})[0];
-        };
-        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? convert(x, to) : x);
+        for (auto x : ins) cin.push_back(b.type(x).dtype == dt ? emit_convert(b, x, to, n.name) : x);
         auto cout = emit(b, promoted(n, to), cin);
         for (size_t i = 0; i < cout.size(); ++i)
-          if (out[i].dtype == dt) cout[i] = convert(cout[i], dt);
+          if (out[i].dtype == dt) cout[i] = emit_convert(b, cout[i], dt, n.name);
         return cout;
       }
       default: break;
@@ -217,6 +212,12 @@ class Legalizer {
   DispatchReport report;
 
  private:
+  // Rewrites insert converts through emit like any node, so they are checked and reported.
+  ValueId emit_convert(Builder& b, ValueId x, DType t, const std::string& origin) {
+    Node c{OpKind::Convert, {}, {}, {{"to", t}}, origin};
+    return emit(b, c, {x})[0];
+  }
+
   // i64 -> i32 narrowing: inputs enter as i32 (reusing the i32 twin of a value this rewrite
   // widened), the op runs narrowed, i64 results are widened back (dead widenings are DCE'd).
   std::vector<ValueId> emit_narrowed(Builder& b, const Node& n, const std::vector<ValueId>& ins,
@@ -227,10 +228,6 @@ class Legalizer {
                              " (no 64-bit integer arithmetic): exact while every i64 value (ids, positions, indices) "
                              "fits in int32; i64 buffers are read by their low word and written sign-extended");
     }
-    auto convert = [&](ValueId x, DType t) {
-      Node c{OpKind::Convert, {}, {}, {{"to", t}}, n.name};
-      return emit(b, c, {x})[0];
-    };
     std::vector<ValueId> cin;
     for (auto x : ins) {
       if (b.type(x).dtype != DType::i64) {
@@ -238,13 +235,13 @@ class Legalizer {
         continue;
       }
       auto it = narrow_of_.find(x);
-      if (it == narrow_of_.end()) it = narrow_of_.emplace(x, convert(x, DType::i32)).first;
+      if (it == narrow_of_.end()) it = narrow_of_.emplace(x, emit_convert(b, x, DType::i32, n.name)).first;
       cin.push_back(it->second);
     }
     auto cout = emit(b, narrowed(n), cin);
     for (size_t i = 0; i < cout.size(); ++i) {
       if (out[i].dtype != DType::i64 || b.type(cout[i]).dtype != DType::i32) continue;
-      ValueId w = convert(cout[i], DType::i64);
+      ValueId w = emit_convert(b, cout[i], DType::i64, n.name);
       narrow_of_[w] = cout[i];
       cout[i] = w;
     }

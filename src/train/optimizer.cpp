@@ -9,11 +9,6 @@
 #include "rlx/safetensors.h"
 #include "train/train.h"
 
-namespace rlx::ad {
-std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<ValueId>& inputs,
-                              const std::vector<ValueId>& seeds, const std::vector<int>& wrt);
-}
-
 namespace rlx::train {
 
 int state_per_param(const OptimizerConfig& c) {

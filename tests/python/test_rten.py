@@ -22,17 +22,7 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 NODE = "/usr/share/libonnx-testdata/data/node"  # Debian libonnx-testdata (scripts/bootstrap.sh)
 
 
-def rlx_bin():
-    if os.environ.get("RLX_BIN"):
-        return os.environ["RLX_BIN"]
-    try:
-        import rlx  # the staged package lives in BUILD/python/rlx; the binary in BUILD/bin
-        p = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx.__file__))), "bin", "rlx")
-        if os.path.exists(p):
-            return p
-    except ImportError:
-        pass
-    return shutil.which("rlx")
+from rlx_paths import rlx_bin  # noqa: E402
 
 
 def rten_convert(onnx_path, out, v1=False):

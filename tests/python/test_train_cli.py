@@ -3,7 +3,6 @@ printed accuracy, the safetensors checkpoint (read back with numpy) and resuming
 import json
 import os
 import re
-import shutil
 import subprocess
 
 import numpy as np
@@ -13,17 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DATA = os.path.join(ROOT, "..", "shared", "data", "mnist")
 
 
-def rlx_bin():
-    if os.environ.get("RLX_BIN"):
-        return os.environ["RLX_BIN"]
-    try:
-        import rlx  # the staged package lives in BUILD/python/rlx; the binary in BUILD/bin
-        p = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(rlx.__file__))), "bin", "rlx")
-        if os.path.exists(p):
-            return p
-    except ImportError:
-        pass
-    return shutil.which("rlx")
+from rlx_paths import rlx_bin  # noqa: E402
 
 
 def read_safetensors(path):

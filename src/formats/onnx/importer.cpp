@@ -234,6 +234,12 @@ const Tensor* Ctx::try_const(V v) {
   return eval(v);
 }
 
+int64_t Ctx::int_in(int i, const char* what) const {
+  auto v = ints_in(i, what);
+  if (v.size() != 1) error(std::string(what) + " must hold exactly one value");
+  return v[0];
+}
+
 std::vector<int64_t> Ctx::ints_in(int i, const char* what) const {
   const Tensor& t = const_in(i, what);
   std::vector<int64_t> r(static_cast<size_t>(t.numel()));

@@ -55,6 +55,8 @@ class Ctx {
   // A constant input's values; fails naming the input when it is only known at run time.
   const Tensor& const_in(int i, const char* what) const;
   std::vector<int64_t> ints_in(int i, const char* what) const;
+  // A scalar (or one-element) integer input known at import.
+  int64_t int_in(int i, const char* what) const;
   int num_outputs() const { return node_->output_size(); }
   bool wants_output(int i) const { return i < node_->output_size() && !node_->output(i).empty(); }
   void set_output(int i, V v);

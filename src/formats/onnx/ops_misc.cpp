@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "formats/onnx/importer.h"
+#include "formats/onnx/ops_util.h"
 #include "formats/onnx/storage_formats.h"
 
 namespace rlx::onnx {
@@ -220,8 +221,7 @@ void register_conv_transpose(std::map<std::string, Converter>& r) {
   r["CumProd"] = [](Ctx& c) {
     V x = c.in(0);
     DType dt = c.dtype(x);
-    int64_t ax = c.ints_in(1, "axis")[0];
-    if (ax < 0) ax += c.rank(x);
+    int64_t ax = axis_norm(c, c.int_in(1, "axis"), c.rank(x));
     Attrs ca{{"axis", ax}, {"reverse", c.attr_i("reverse", 0)}, {"exclusive", c.attr_i("exclusive", 0)}};
     V xf = c.convert(x, DType::f64);
     V zero = c.bin(OpKind::Eq, xf, c.scalar(0, DType::f64));

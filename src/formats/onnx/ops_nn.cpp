@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "formats/onnx/importer.h"
+#include "formats/onnx/ops_util.h"
 
 namespace rlx::onnx {
 
@@ -11,10 +12,6 @@ namespace {
 
 V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
 
-int64_t axis_norm(Ctx& c, int64_t a, int64_t r) {
-  if (a < -r || a >= r) c.error("axis " + std::to_string(a) + " out of range for rank " + std::to_string(r));
-  return a < 0 ? a + r : a;
-}
 
 // Spatial padding from auto_pad / pads for input dims `in`, kernel `k` (effective extents).
 std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& k,

@@ -5,15 +5,12 @@
 #include <numeric>
 
 #include "formats/onnx/importer.h"
+#include "formats/onnx/ops_util.h"
 
 namespace rlx::onnx {
 
 namespace {
 
-int64_t axis_norm(Ctx& c, int64_t a, int64_t r) {
-  if (a < -r || a >= r) c.error("axis " + std::to_string(a) + " out of range for rank " + std::to_string(r));
-  return a < 0 ? a + r : a;
-}
 
 Tensor ints_tensor(const std::vector<int64_t>& v) {
   Tensor t(DType::i64, {static_cast<int64_t>(v.size())});
@@ -494,7 +491,7 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0);
     auto d = c.static_shape(x, "input");
     int64_t rk = static_cast<int64_t>(d.size());
-    int64_t k = c.has_input(1) ? c.ints_in(1, "k")[0] : 0;
+    int64_t k = c.has_input(1) ? c.int_in(1, "k") : 0;
     bool upper = c.attr_i("upper", 1) != 0;
     Shape s2{Dim(d[rk - 2]), Dim(d[rk - 1])};
     V row = c.op1(OpKind::Iota, {}, {{"shape", s2}, {"dim", int64_t{0}}, {"dtype", DType::i64}});
@@ -544,7 +541,9 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
   r["DepthToSpace"] = [](Ctx& c) {
     V x = c.in(0);
     auto d = c.static_shape(x, "input");
+    if (d.size() != 4) c.error("input must have rank 4");
     int64_t b = c.attr_i("blocksize", 1), N = d[0], C = d[1], H = d[2], W = d[3];
+    if (b < 1 || C % (b * b) != 0) c.error("blocksize must be positive and divide the channels by blocksize^2");
     std::string mode = c.attr_s("mode", "DCR");
     V y;
     if (mode == "DCR") {
@@ -557,19 +556,21 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
   r["SpaceToDepth"] = [](Ctx& c) {
     V x = c.in(0);
     auto d = c.static_shape(x, "input");
+    if (d.size() != 4) c.error("input must have rank 4");
     int64_t b = c.attr_i("blocksize", 1), N = d[0], C = d[1], H = d[2], W = d[3];
+    if (b < 1 || H % b != 0 || W % b != 0) c.error("blocksize must be positive and divide the spatial dims");
     bool crd = c.attr_s("mode", "DCR") == "CRD";
     V y = c.transpose(c.reshape(x, {N, C, H / b, b, W / b, b}), crd ? std::vector<int64_t>{0, 1, 3, 5, 2, 4} : std::vector<int64_t>{0, 3, 5, 1, 2, 4});
     c.set_output(0, c.reshape(y, {N, C * b * b, H / b, W / b}));
   };
   r["CumSum"] = [](Ctx& c) {
     V x = c.in(0);
-    int64_t ax = axis_norm(c, c.ints_in(1, "axis")[0], c.rank(x));
+    int64_t ax = axis_norm(c, c.int_in(1, "axis"), c.rank(x));
     c.set_output(0, c.op1(OpKind::Cumsum, {x}, {{"axis", ax}, {"reverse", c.attr_i("reverse", 0)}, {"exclusive", c.attr_i("exclusive", 0)}}));
   };
   r["TopK"] = [](Ctx& c) {
     V x = c.in(0);
-    int64_t k = c.opset() < 10 ? c.attr_i("k", 1) : c.ints_in(1, "K")[0];
+    int64_t k = c.opset() < 10 ? c.attr_i("k", 1) : c.int_in(1, "K");
     int64_t ax = axis_norm(c, c.attr_i("axis", -1), c.rank(x));
     if (!c.attr_i("sorted", 1)) c.error("sorted=0 is unsupported");
     auto o = c.op(OpKind::TopK, {x}, {{"k", k}, {"axis", ax}, {"largest", c.attr_i("largest", 1)}});

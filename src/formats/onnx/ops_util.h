@@ -7,6 +7,13 @@
 
 namespace rlx::onnx {
 
+// An ONNX axis (negative counts from the end) checked against `rank` and made non-negative.
+inline int64_t axis_norm(Ctx& c, int64_t a, int64_t rank) {
+  if (a < -rank || a >= rank)
+    c.error("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank));
+  return a < 0 ? a + rank : a;
+}
+
 // Element-wise dtype change of a host tensor (through double; ints through int64).
 Tensor as_dtype(const Tensor& t, DType dt);
 

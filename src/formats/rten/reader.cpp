@@ -38,7 +38,6 @@ Graph load_rten(const std::string& path, const onnx::ImportOptions&) { unavailab
 Graph import_rten(const std::string&, const std::string& where, const onnx::ImportOptions&) { unavailable(where); }
 std::string rten_to_onnx(const std::string&, const std::string& where, const onnx::ImportOptions&) { unavailable(where); }
 std::string inspect_rten(const std::string& path) { unavailable(path); }
-std::vector<std::string> rten_input_names(const std::string& path) { unavailable(path); }
 
 #else
 
@@ -421,19 +420,6 @@ Graph import_rten(const std::string& bytes, const std::string& where, const onnx
 
 Graph load_rten(const std::string& path, const onnx::ImportOptions& opts) {
   return import_rten(formats::read_file_bytes(path, "rten"), path, opts);
-}
-
-std::vector<std::string> rten_input_names(const std::string& path) {
-  RtenFile f = open_rten(formats::read_file_bytes(path, "rten"), path);
-  const fb::Graph* g = f.model->graph();
-  std::vector<std::string> r;
-  if (g->inputs() && g->nodes())
-    for (uint32_t i : *g->inputs()) {
-      RLX_CHECK(i < g->nodes()->size(), "[rten] ", path, ": input index ", i, " out of range");
-      auto* nm = g->nodes()->Get(i)->name();
-      r.push_back(nm ? nm->str() : "");
-    }
-  return r;
 }
 
 std::string inspect_rten(const std::string& path) {

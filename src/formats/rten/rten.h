@@ -25,7 +25,5 @@ Graph import_rten(const std::string& bytes, const std::string& where, const onnx
 std::string rten_to_onnx(const std::string& bytes, const std::string& where, const onnx::ImportOptions& opts = {});
 // Human-readable summary: format version, metadata, inputs/outputs, constants, op histogram.
 std::string inspect_rten(const std::string& path);
-// Names of the model's runtime inputs, in order.
-std::vector<std::string> rten_input_names(const std::string& path);
 
 }  // namespace rlx::rten
