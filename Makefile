@@ -61,12 +61,17 @@ bench:
 
 # --- ONNX node suite (issue 4; CI runs it after `make test`): the pip onnx wheel's backend node tests,
 # generated into $(BUILD)/onnx-node, run on cpu against tests/onnx/expected_failures.txt. Prints
-# `onnx node tests: N passed, M failed, K skipped` and writes bench/results/onnx_conformance.json.
-.PHONY: onnx-conformance
+# `onnx node tests: N passed, M failed, K skipped` and writes $(ONNX_RESULTS)/onnx_conformance.json.
+# [cleanup] Results go to the build tree (CI leaves the checkout clean); `make onnx-conformance-update`
+# (or ONNX_RESULTS=bench/results) rewrites the committed bench/results/onnx_conformance*.json.
+ONNX_RESULTS ?= $(BUILD)
+.PHONY: onnx-conformance onnx-conformance-update
 onnx-conformance: build
 	$(PY) tests/onnx/gen_node_suite.py $(BUILD)/onnx-node
 	$(BUILD)/bin/rlx onnx-suite $(BUILD)/onnx-node --xfail tests/onnx/expected_failures.txt \
-	  --json bench/results/onnx_conformance.json --jobs $(JOBS) --timeout 120
+	  --json $(ONNX_RESULTS)/onnx_conformance.json --jobs $(JOBS) --timeout 120
+onnx-conformance-update:
+	$(MAKE) --no-print-directory onnx-conformance ONNX_RESULTS=bench/results
 # --- end ONNX node suite
 
 # [training] (issue 6): long training runs and the peer benchmark; not part of `make test`.
@@ -88,7 +93,7 @@ bench-portable-gpu: build
 	$(BUILD)/bin/rlx_bench_portable_gpu
 
 # --- [issue 4] Debian's libonnx-testdata (932 node cases, opsets <= 17): the same runner over Debian's copy
-# of the suite, stamped with the package version (bench/results/onnx_conformance_libonnx.json). Part of
+# of the suite, stamped with the package version ($(ONNX_RESULTS)/onnx_conformance_libonnx.json). Part of
 # onnx-conformance. Regenerate the list after op changes with
 #   make onnx-conformance-libonnx LIBONNX_XFAIL_FLAG=--write-xfail
 LIBONNX_NODE ?= /usr/share/libonnx-testdata/data/node
@@ -100,7 +105,7 @@ onnx-conformance-libonnx: build
 	printf '{"source": "debian libonnx-testdata (%s)", "version": "%s"}\n' "$(LIBONNX_NODE)" \
 	  "$$(dpkg-query -W -f='$${Version}' libonnx-testdata)" > $(BUILD)/onnx-libonnx/suite.json
 	$(BUILD)/bin/rlx onnx-suite $(BUILD)/onnx-libonnx $(LIBONNX_XFAIL_FLAG) tests/onnx/expected_failures_libonnx.txt \
-	  --json bench/results/onnx_conformance_libonnx.json --jobs $(JOBS) --timeout 120
+	  --json $(ONNX_RESULTS)/onnx_conformance_libonnx.json --jobs $(JOBS) --timeout 120
 onnx-conformance: onnx-conformance-libonnx
 # --- end [issue 4] libonnx-testdata
 

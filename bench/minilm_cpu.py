@@ -69,6 +69,14 @@ def timed(fn, warmup: int, runs: int) -> tuple[float, float, list[float]]:
     return float(np.percentile(ts, 50)), float(np.percentile(ts, 90)), ts
 
 
+def loadavg1() -> float:
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -211,7 +219,7 @@ def main():
     onnx = os.path.join(tmp, "minilm.onnx")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), RLX_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS="1")
-    results, outs = {}, {}
+    results, outs, loads = {}, {}, {}
     order = [s for s in ("rlx", "onnxruntime", "pytorch") if s in systems]
     steps = (["export"] if "onnxruntime" in order else []) + order  # the PyTorch child exports the ONNX model
     if args.assemble:  # re-report an interrupted run from its children's (partial) results
@@ -241,9 +249,11 @@ def main():
         if sysname == "onnxruntime":
             cmd += ["--onnx-in", onnx]
         print(f"[bench] {sysname}: {' '.join(cmd[:2])} ...", file=sys.stderr, flush=True)
+        load_before = loadavg1()
         subprocess.run(cmd, check=True, env=env)
         if sysname == "export":
             continue
+        loads[sysname] = [load_before, loadavg1()]  # 1-minute load average before / after this system ran
         with open(out) as f:
             results[sysname] = json.load(f)
         outs[sysname] = dict(np.load(out + ".npz"))
@@ -286,6 +296,8 @@ def main():
     doc["runs"], doc["warmup"] = args.runs, args.warmup
     with open("/proc/loadavg") as f:
         doc["loadavg_at_end"] = f.read().split()[:3]  # a shared machine makes numbers noisy
+    if loads:  # systems run one after another: a ratio means little if their loads differ
+        doc["loadavg1_before_after"] = loads
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w") as f:
         json.dump(doc, f, indent=1)
@@ -311,6 +323,9 @@ def main():
             line += f" | {rr / t['p50_ms']:9.2f}" if t else " |      -"
         print(line)
     print("peak RSS MB: " + ", ".join(f"{s} {results[s]['peak_rss_mb']:.0f}" for s in order if s in systems))
+    if loads:
+        print("load average (1 min) before/after each system: " +
+              ", ".join(f"{k} {a:.1f}/{b:.1f}" for k, (a, b) in loads.items()))
     if agree:
         print("min cosine vs pytorch: " + ", ".join(f"{k} {v:.6f}" for k, v in agree.items()))
     if "rlx" in results and results["rlx"].get("note"):

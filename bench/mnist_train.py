@@ -9,6 +9,9 @@ JAX CPU jit. Peers that are not installed are reported as skipped. Writes
 bench/results/mnist_train_cpu.json in the DESIGN.md section 7 schema.
 
   python3 bench/mnist_train.py [--rlx build/bin/rlx] [--steps 50] [--quick] [--no-torch-compile] [--threads N]
+                               [--only rlx,numpy] [--models 784-128-10] [--batches 128] [--reps 3]
+--only keeps the named systems (rlx, numpy, pytorch, jax); --reps R runs each cell R times, the
+systems interleaved, and reports the median of the R p50s (a shared machine's load drifts).
 """
 import argparse, datetime, gzip, json, os, platform, resource, subprocess, sys, time
 
@@ -153,12 +156,21 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="threads for every system (default: all cores)")
     ap.add_argument("--append", action="store_true", help="keep the rows already in --out (another thread setting)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "mnist_train_cpu.json"))
+    ap.add_argument("--only", default="", help="comma-separated systems to run: rlx,numpy,pytorch,jax (default all)")
+    ap.add_argument("--models", default="", help="comma-separated MLPs, e.g. 784-128-10 (default both)")
+    ap.add_argument("--batches", default="", help="comma-separated batch sizes (default 128,1024)")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions per cell; the median p50 is reported")
     a = ap.parse_args()
     x, y = load_train()
     models = {"784-128-10": [784, 128, 10], "784-512-512-10": [784, 512, 512, 10]}
     batches_ = [128, 1024]
     if a.quick:
         models, batches_ = {"784-128-10": [784, 128, 10]}, [128]
+    if a.models:
+        models = {m: [int(v) for v in m.split("-")] for m in a.models.split(",")}
+    if a.batches:
+        batches_ = [int(v) for v in a.batches.split(",")]
+    only = set(a.only.split(",")) if a.only else {"rlx", "numpy", "pytorch", "jax"}
     rows = []
 
     def row(system, variant, wl, B, p50, p90):
@@ -170,6 +182,10 @@ def main():
         print(f"  {system:8s} {variant:14s} {wl:16s} batch {B:5d}  p50 {p50:8.3f} ms  {B * 1000.0 / p50:10.0f} img/s",
               flush=True)
 
+    def median_of(runs):  # runs: [(p50, p90)] over repetitions -> the repetition with the median p50
+        runs = sorted(runs)
+        return runs[len(runs) // 2]
+
     for wl, sizes in models.items():
         for B in batches_:
             nb = 8000 // B
@@ -177,29 +193,40 @@ def main():
             hidden = ",".join(str(s) for s in sizes[1:-1])
             cmd = [a.rlx, "train-mnist", "--data", "mnist", "--data-dir", DATA, "--batch", str(B), "--hidden", hidden,
                    "--lr", "0.1", "--bench-steps", str(a.steps), "--quiet"]
-            try:
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                r = json.loads(out.strip().splitlines()[-1])
-                row("rlx", "graph-fused", wl, B, r["p50_ms"], r["p90_ms"])
-            except Exception as e:  # noqa: BLE001
-                print(f"  rlx: failed: {e}", file=sys.stderr)
-            p50, p90 = timed(numpy_step_fn(sizes), npb, a.steps)
-            row("numpy", "hand-backprop", wl, B, p50, p90)
-            for compiled in (False,) if a.no_torch_compile else (False, True):
+            res = {}  # (system, variant) -> [(p50, p90)] over repetitions
+            steps = {}
+            if "numpy" in only:
+                steps[("numpy", "hand-backprop")] = (numpy_step_fn(sizes), npb)
+            if "pytorch" in only:
+                for compiled in (False,) if a.no_torch_compile else (False, True):
+                    try:
+                        step, conv = torch_step_fn(sizes, compiled)
+                        steps[("pytorch", "compile" if compiled else "eager")] = (step, [(conv(bx), conv(by)) for bx, by in npb])
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  pytorch {'compile' if compiled else 'eager'}: skipped ({type(e).__name__}: {e})"[:200])
+            if "jax" in only:
                 try:
-                    step, conv = torch_step_fn(sizes, compiled)
-                    tb = [(conv(bx), conv(by)) for bx, by in npb]
-                    p50, p90 = timed(step, tb, a.steps)
-                    row("pytorch", "compile" if compiled else "eager", wl, B, p50, p90)
+                    step, conv = jax_step_fn(sizes)
+                    steps[("jax", "jit")] = (step, [(conv(bx), conv(by)) for bx, by in npb])
                 except Exception as e:  # noqa: BLE001
-                    print(f"  pytorch {'compile' if compiled else 'eager'}: skipped ({type(e).__name__}: {e})"[:200])
-            try:
-                step, conv = jax_step_fn(sizes)
-                jb = [(conv(bx), conv(by)) for bx, by in npb]
-                p50, p90 = timed(step, jb, a.steps)
-                row("jax", "jit", wl, B, p50, p90)
-            except Exception as e:  # noqa: BLE001
-                print(f"  jax: skipped ({type(e).__name__}: {e})"[:200])
+                    print(f"  jax: skipped ({type(e).__name__}: {e})"[:200])
+            for _ in range(max(1, a.reps)):
+                if "rlx" in only:
+                    try:
+                        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                        r = json.loads(out.strip().splitlines()[-1])
+                        res.setdefault(("rlx", "graph-fused"), []).append((r["p50_ms"], r["p90_ms"]))
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  rlx: failed: {e}", file=sys.stderr)
+                for key, (step, bs) in list(steps.items()):
+                    try:
+                        res.setdefault(key, []).append(timed(step, bs, a.steps))
+                    except Exception as e:  # noqa: BLE001 (e.g. torch.compile failing at its first call)
+                        print(f"  {key[0]} {key[1]}: skipped ({type(e).__name__}: {e})"[:200])
+                        del steps[key]
+            for (system, variant), runs in res.items():
+                if runs:
+                    row(system, variant, wl, B, *median_of(runs))
     by = {(r["system"], r["variant"], r["workload"], r["batch"]): r for r in rows}
     load = os.getloadavg()
     print(f"\n| workload | batch | system | variant | p50 ms | images/s | rlx / this |  (load avg {load[0]:.1f})")

@@ -20,8 +20,11 @@ struct Args {
 
 Bindings bind_map(const Graph& g, const std::map<std::string, Tensor>& inputs);
 int cmd_ops(const Args& a);
-// ONNX (tools/onnx_cmds.cpp): .onnx or .rlx by extension; inspect; the node-suite runner.
-Graph load_model_file(const std::string& path, const Args& a);
+// ONNX (tools/onnx_cmds.cpp): .onnx/.rten/.rlx by extension; `inputs` (the arrays about to be fed)
+// fix input shapes, and small ones their values, at import; inspect; the node-suite runner.
+Graph load_model_file(const std::string& path, const Args& a, const std::map<std::string, Tensor>& inputs = {});
+// The arrays given with --input name=file.npy|file.npz, each file read once; fails naming a bad one.
+std::map<std::string, Tensor> read_inputs(const Args& a);
 int cmd_inspect(const Args& a);
 int cmd_onnx_suite(const Args& a);
 // Training (tools/train_mnist.cpp).

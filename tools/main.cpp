@@ -95,7 +95,7 @@ static int cmd_devices(const Args&) {
 static int cmd_compile(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx compile FILE.rlx [--device D] [--report] [--dump=hir|mir|lir] "
                                       "[--bind sym=N,...] [--force-common=Op,...] [--force-native=Op,...]");
-  Graph g = load_model_file(a.positional[0], a);
+  Graph g = load_model_file(a.positional[0], a, read_inputs(a));  // [cleanup] --input arrays fix shapes
   CompiledModel m(std::move(g), compile_options(a));
   Bindings b = bindings(a);
   bool report = a.has("report") || (std::getenv("RLX_DISPATCH_REPORT") && std::string(std::getenv("RLX_DISPATCH_REPORT")) == "1");
@@ -109,21 +109,10 @@ static int cmd_compile(const Args& a) {
 
 static int cmd_run(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx run FILE.rlx --input name=file.npy ... [--output out.npz] [--device D]");
-  Graph g = load_model_file(a.positional[0], a);
+  // [cleanup] each --input file is read once (tools/onnx_cmds.cpp) and also fixes shapes at import
+  std::map<std::string, Tensor> inputs = read_inputs(a);
+  Graph g = load_model_file(a.positional[0], a, inputs);
   CompiledModel m(std::move(g), compile_options(a));
-  std::map<std::string, Tensor> inputs;
-  for (auto& v : a.all("input")) {
-    auto eq = v.find('=');
-    RLX_CHECK(eq != std::string::npos, "[cli] --input expects name=path.npy, got '", v, "'");
-    std::string name = v.substr(0, eq), path = v.substr(eq + 1);
-    if (path.size() > 4 && path.substr(path.size() - 4) == ".npz") {
-      auto arrs = read_npz(path);
-      RLX_CHECK(arrs.count(name), "[cli] ", path, " has no array '", name, "'");
-      inputs[name] = arrs.at(name);
-    } else {
-      inputs[name] = read_npy(path);
-    }
-  }
   auto outs = m.run(inputs);
   if (std::getenv("RLX_DISPATCH_REPORT") && std::string(std::getenv("RLX_DISPATCH_REPORT")) == "1")
     std::cerr << m.report(bind_map(m.graph(), inputs)).table();

@@ -30,36 +30,46 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> split(const std::string& s, char sep);  // tools/main.cpp
 
+std::map<std::string, Tensor> read_inputs(const Args& a) {
+  std::map<std::string, Tensor> inputs;
+  std::map<std::string, std::map<std::string, Tensor>> npz;  // several inputs may come from one .npz
+  for (auto& v : a.all("input")) {
+    auto eq = v.find('=');
+    RLX_CHECK(eq != std::string::npos, "[cli] --input expects name=path.npy, got '", v, "'");
+    std::string name = v.substr(0, eq), path = v.substr(eq + 1);
+    if (path.size() > 4 && path.substr(path.size() - 4) == ".npz") {
+      auto it = npz.find(path);
+      if (it == npz.end()) it = npz.emplace(path, read_npz(path)).first;
+      RLX_CHECK(it->second.count(name), "[cli] ", path, " has no array '", name, "'");
+      inputs[name] = it->second.at(name);
+    } else {
+      inputs[name] = read_npy(path);
+    }
+  }
+  return inputs;
+}
+
 namespace {
-// --bind sizes symbolic dims; the arrays given with --input fix input shapes (and small ones their
+// --bind sizes symbolic dims; the arrays about to be fed fix input shapes (and small ones their
 // values), so shape computations in an imported model (ONNX or rten) fold at import.
-onnx::ImportOptions import_options(const Args& a) {
+onnx::ImportOptions import_options(const Args& a, const std::map<std::string, Tensor>& inputs) {
   onnx::ImportOptions o;
   for (auto& v : a.all("bind"))
     for (auto& kv : split(v, ',')) {
       auto eq = kv.find('=');
       if (eq != std::string::npos) o.bind[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
     }
-  // The arrays about to be fed fix the input shapes, so shape computations in the model fold.
-  for (auto& v : a.all("input")) {
-    auto eq = v.find('=');
-    if (eq == std::string::npos) continue;
-    std::string name = v.substr(0, eq), p = v.substr(eq + 1);
-    try {
-      Tensor t = p.size() > 4 && p.substr(p.size() - 4) == ".npz" ? read_npz(p).at(name) : read_npy(p);
-      o.input_shapes[name] = t.shape();
-      if (t.numel() <= 64) o.input_values[name] = t;
-    } catch (const std::exception&) {
-      // cmd_run reports unreadable inputs with its own message.
-    }
+  for (auto& [name, t] : inputs) {
+    o.input_shapes[name] = t.shape();
+    if (t.numel() <= 64) o.input_values[name] = t;
   }
   return o;
 }
 }  // namespace
 
-Graph load_model_file(const std::string& path, const Args& a) {
-  if (rten::is_rten_path(path)) return rten::load_rten(path, import_options(a));
-  if (onnx::is_onnx_path(path)) return onnx::load_onnx(path, import_options(a));
+Graph load_model_file(const std::string& path, const Args& a, const std::map<std::string, Tensor>& inputs) {
+  if (rten::is_rten_path(path)) return rten::load_rten(path, import_options(a, inputs));
+  if (onnx::is_onnx_path(path)) return onnx::load_onnx(path, import_options(a, inputs));
   return load_graph_file(path);
 }
 

@@ -12,6 +12,8 @@
 
 namespace rlx {
 
+class Executable;  // src/runtime/backend.h
+
 struct CompileOptions {
   std::string device = "cpu";
   DispatchOptions dispatch;
@@ -36,6 +38,9 @@ class CompiledModel {
   // the outputs; they must not alias any input). Lets a training loop keep its state in fixed
   // buffers (ping-pong between two sets) with no per-step allocation.
   void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+  // [issue 6] The executable of the specialization for `b` (compiled on first use), for callers that
+  // drive it directly, e.g. train::Trainer through Executable's resident API (backend.h).
+  Executable& executable(const Bindings& b = {});
   // Legalizes and lowers for the given bindings (without running) and returns the text of a level:
   // "hir", "mir" or "lir".
   std::string dump(const std::string& level, const Bindings& b = {});

@@ -98,6 +98,15 @@ class Trainer:
         outputs as numpy arrays (loss first)."""
         return list(self._t.step([np.ascontiguousarray(d) for d in data]))
 
+    def advance(self, *data: Any) -> None:
+        """One step that reads nothing back (parameters and state stay in the trainer's executable,
+        on a GPU in device memory); read the loss every k steps with ``outputs()``."""
+        self._t.advance([np.ascontiguousarray(d) for d in data])
+
+    def outputs(self) -> list:
+        """The loss graph's outputs of the last step, as numpy arrays (loss first)."""
+        return list(self._t.outputs())
+
     @property
     def params(self) -> list:
         return list(self._t.params())
@@ -118,7 +127,8 @@ class Trainer:
         return Graph(_g=self._t.step_graph())
 
     def save(self, path: str) -> None:
-        """safetensors checkpoint of parameters, optimizer state and the step count."""
+        """safetensors checkpoint of parameters, optimizer state, the step count and (f16 amp) the
+        dynamic loss scale; ``load`` restores all of it (bit-identical continuation)."""
         self._t.save(str(path))
 
     def load(self, path: str) -> None:

@@ -607,6 +607,18 @@ NB_MODULE(_rlx, m) {
              return to_list(out);
            },
            "data"_a)
+      .def("advance",  // [issue 6] a step that reads nothing back
+           [](train::Trainer& t, const nb::list& data) {
+             std::vector<Tensor> in;
+             for (size_t i = 0; i < data.size(); ++i) {
+               std::string what = "data input " + std::to_string(i);
+               in.push_back(to_tensor(as_array(data[i], what), std::nullopt, what));
+             }
+             nb::gil_scoped_release nogil;
+             t.advance(in);
+           },
+           "data"_a)
+      .def("outputs", [](train::Trainer& t) { return to_list(t.outputs()); })
       .def("params", [](const train::Trainer& t) { return to_list(t.params()); })
       .def("state", [](const train::Trainer& t) { return to_list(t.state()); })
       .def_prop_ro("step_count", &train::Trainer::step_count)

@@ -32,7 +32,7 @@ std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vecto
 namespace {
 
 Graph prepare(const Graph& f) {
-  Graph g = decompose_all(f);
+  Graph g = decompose_for_ad(f);
   for (auto& v : g.values)
     RLX_CHECK(is_static(v.type.shape), "[autodiff] graph '", f.name, "' has symbolic shape ",
               shape_str(v.type.shape), "; specialize it first");
@@ -52,7 +52,11 @@ ValueId zeros(Builder& b, const ValueType& t) {
 
 }  // namespace
 
-bool is_stop_gradient(const Node& n) { return n.name.rfind(kStopGradient, 0) == 0; }
+Graph decompose_for_ad(const Graph& f) {
+  return decompose_graph(f, [](const Node& n, const Graph&) {
+    return op_info(n.op).level == Level::Hir && n.op != OpKind::StopGradient;
+  });
+}
 
 // Emits f (already HIR-free) and its reverse pass into b's graph. `seeds` holds one cotangent per
 // f output (-1 = none). Returns f's outputs followed by the gradients of the `wrt` inputs.
@@ -78,7 +82,7 @@ std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<Valu
       gs.push_back(ct[o]);
       any |= ct[o] >= 0;
     }
-    if (!any || is_nondifferentiable(n.op) || is_stop_gradient(n)) continue;
+    if (!any || is_nondifferentiable(n.op)) continue;  // stop_gradient included
     VjpRule rule = vjp_rule(n.op);
     RLX_CHECK(rule != nullptr, "[autodiff] node ", f.node_label(n), ": op '", op_name(n.op),
               "' has no VJP rule");
@@ -186,7 +190,7 @@ Graph jvp(const Graph& f0) {
     H.outputs.push_back(h);
     for (size_t i = 0; i < f.outputs.size(); ++i) H.outputs.push_back(vo[i]);
   }
-  H = decompose_all(H);
+  H = decompose_for_ad(H);
   Graph out;
   out.name = f0.name + "_jvp";
   Builder b(out);

@@ -1,7 +1,7 @@
 // Program transforms on MIR: reverse mode (vjp/grad/value_and_grad), forward mode (jvp) and
 // vmap over a leading axis. Each takes a graph and returns a new one; HIR ops are decomposed to
-// MIR first, and shapes must be static. One VJP rule per differentiable primitive lives in
-// vjp_rules.cpp (a table keyed by OpKind).
+// MIR first (all but stop_gradient, which the transforms keep), and shapes must be static. One
+// VJP rule per differentiable primitive lives in vjp_rules.cpp (a table keyed by OpKind).
 #pragma once
 #include <string>
 #include <vector>
@@ -30,13 +30,15 @@ Graph vmap(const Graph& f, int64_t size, std::vector<int> batched = {});
 // Emits a copy of `src` into `b`'s graph with src inputs bound to `inputs`; returns its outputs.
 std::vector<ValueId> inline_graph(Builder& b, const Graph& src, const std::vector<ValueId>& inputs);
 
-// Stop-gradient: nodes whose origin (Node::name, Builder::set_origin) starts with "stop_gradient"
-// pass no cotangent to their inputs. Used where a value's gradient is known to cancel, e.g. the
-// max subtracted for a stable log-softmax (models/mlp.cpp), so the backward pass stays closed-form.
-inline constexpr const char* kStopGradient = "stop_gradient";
-bool is_stop_gradient(const Node& n);
+// Stop-gradient is the IR op `stop_gradient` (Builder::stop_gradient): identity in value, no cotangent
+// (and so no tangent) flows through it. The transforms keep it through decomposition
+// (decompose_for_ad); compilation lowers it to its input. Used where a value's gradient is known to
+// cancel, e.g. the max subtracted for a stable log-softmax (models/mlp.cpp), so the backward pass
+// stays closed-form.
+// decompose_for_ad: every HIR op lowered to MIR except stop_gradient (shapes must be static).
+Graph decompose_for_ad(const Graph& f);
 
-// Emits f (HIR-free) and its reverse pass into b's graph; `seeds` holds one cotangent per f output
+// Emits f (HIR-free but for stop_gradient: decompose_for_ad) and its reverse pass into b's graph; `seeds` holds one cotangent per f output
 // (-1 = none). Returns f's outputs followed by the gradients of the `wrt` inputs (autodiff.cpp).
 std::vector<ValueId> emit_vjp(Builder& b, const Graph& f, const std::vector<ValueId>& inputs,
                               const std::vector<ValueId>& seeds, const std::vector<int>& wrt);

@@ -359,19 +359,23 @@ Vs vjp_scatter_add(Builder& b, const Node& n, const Vs& x, const Vs&, const Vs& 
   return {g[0], -1, b.op1(OpKind::Gather, {g[0], x[1]}, {{"axis", attr_int(n, "axis")}})};
 }
 
-// ---- conv (groups 1, dilation 1, any strides and non-negative pads) -----------------------------
-ValueId conv(Builder& b, ValueId x, ValueId w, Ints pads, Ints dil) {
-  return b.op1(OpKind::Conv, {x, w}, {{"pads", std::move(pads)}, {"dilations", std::move(dil)}});
+// ---- conv (groups 1; any strides, dilations and non-negative pads up to dilation*(k-1)) --------
+ValueId conv(Builder& b, ValueId x, ValueId w, Ints pads, Ints strides, Ints dil) {
+  return b.op1(OpKind::Conv, {x, w},
+               {{"pads", std::move(pads)}, {"strides", std::move(strides)}, {"dilations", std::move(dil)}});
 }
+// y = conv(x, w; stride s, dilation d, pads p). dx: the cotangent dilated by s, correlated with the
+// flipped, transposed kernel at dilation d. dw: x and the cotangent with batch/channel swapped,
+// correlated at stride d and dilation s. Both are convs again, so the rule differentiates itself
+// (jvp of a strided conv needs the dilated case).
 Vs vjp_conv(Builder& b, const Node& n, const Vs& x, const Vs&, const Vs& g) {
   Ints xd = dims(b, x[0]), wd = dims(b, x[1]), gd = dims(b, g[0]);
   int64_t sp = static_cast<int64_t>(xd.size()) - 2;
   Ints st = attr_ints(n, "strides"), pads = attr_ints(n, "pads"), dil = attr_ints(n, "dilations");
   if (st.empty()) st.assign(sp, 1);
   if (pads.empty()) pads.assign(2 * sp, 0);
+  if (dil.empty()) dil.assign(sp, 1);
   RLX_CHECK(attr_int(n, "groups") == 1, "[autodiff] conv: groups > 1 has no VJP rule yet");
-  for (auto d : dil) RLX_CHECK(d == 1, "[autodiff] conv: dilation > 1 has no VJP rule yet");
-  // dx: the gradient dilated by the strides, correlated with the flipped, transposed kernel.
   ValueId gdil = g[0];
   for (int64_t i = 0; i < sp; ++i)
     if (st[i] > 1) {
@@ -393,23 +397,42 @@ Vs vjp_conv(Builder& b, const Node& n, const Vs& x, const Vs&, const Vs& g) {
   }
   Ints dpads(2 * sp);
   for (int64_t i = 0; i < sp; ++i) {
-    int64_t k = wd[2 + i];
-    int64_t rem = (xd[2 + i] + pads[i] + pads[sp + i] - k) % st[i];
-    dpads[i] = k - 1 - pads[i];
-    dpads[sp + i] = k - 1 - pads[sp + i] + rem;
-    RLX_CHECK(dpads[i] >= 0 && dpads[sp + i] >= 0, "[autodiff] conv: padding larger than kernel-1 has no VJP rule yet");
+    int64_t span = dil[i] * (wd[2 + i] - 1);  // the dilated kernel's extent - 1
+    int64_t rem = (xd[2 + i] + pads[i] + pads[sp + i] - span - 1) % st[i];
+    dpads[i] = span - pads[i];
+    dpads[sp + i] = span - pads[sp + i] + rem;
+    RLX_CHECK(dpads[i] >= 0 && dpads[sp + i] >= 0,
+              "[autodiff] conv: padding larger than dilation*(kernel-1) has no VJP rule yet");
   }
-  ValueId dx = conv(b, gdil, wf, dpads, Ints(sp, 1));
-  // dw: correlate x (batch and channel swapped) with g (likewise), dilated by the strides.
+  ValueId dx = conv(b, gdil, wf, dpads, Ints(sp, 1), dil);
   Ints sw = iota_ints(0, sp + 2);
   std::swap(sw[0], sw[1]);
-  ValueId dw = conv(b, b.transpose(x[0], sw), b.transpose(g[0], sw), pads, st);
+  ValueId dw = conv(b, b.transpose(x[0], sw), b.transpose(g[0], sw), pads, dil, st);
   Ints dwd = dims(b, dw);
   Ints want = dwd;
   for (int64_t i = 0; i < sp; ++i) want[2 + i] = wd[2 + i];
   if (dwd != want) dw = slice(b, dw, Ints(dwd.size(), 0), want);
   dw = b.transpose(dw, sw);
   return {dx, dw};
+}
+
+// sort / topk (issue 6): the values output selects elements of x along `axis` by the indices
+// output, so dx[.., j, ..] = sum_i g[.., i, ..] * (idx[.., i, ..] == j): a one-hot over a new last
+// axis (k x n per row), summed over the selected positions, moved back to `axis`. MIR only.
+Vs vjp_sort_topk(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
+  Ints xd = dims(b, x[0]), id = dims(b, y[1]);
+  int64_t r = static_cast<int64_t>(xd.size()), ax = attr_int(n, "axis");
+  if (ax < 0) ax += r;
+  Ints ed = id;
+  ed.push_back(xd[ax]);
+  Ints keep = iota_ints(0, r);
+  ValueId idx = b.broadcast_in_dim(y[1], to_shape(ed), keep);
+  ValueId pos = b.op1(OpKind::Iota, {}, {{"shape", to_shape(ed)}, {"dim", r}, {"dtype", b.dtype(y[1])}});
+  ValueId hit = b.convert(b.op1(OpKind::Eq, {idx, pos}), b.dtype(x[0]));
+  ValueId s = b.reduce(OpKind::ReduceSum, b.mul(hit, b.broadcast_in_dim(g[0], to_shape(ed), keep)), {ax}, false);
+  Ints perm;
+  for (int64_t i = 0; i < r; ++i) perm.push_back(i == ax ? r - 1 : (i < ax ? i : i - 1));
+  return one(transpose_if(b, s, perm));
 }
 
 struct RuleTable {
@@ -454,6 +477,8 @@ struct RuleTable {
     set(OpKind::Concatenate, vjp_concatenate);
     set(OpKind::Gather, vjp_gather);
     set(OpKind::ScatterAdd, vjp_scatter_add);
+    set(OpKind::Sort, vjp_sort_topk);  // issue 6
+    set(OpKind::TopK, vjp_sort_topk);
   }
 };
 const RuleTable& table() {
@@ -472,6 +497,7 @@ bool is_nondifferentiable(OpKind op) {
     case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
     case OpKind::ArgMax: case OpKind::ArgMin:
     case OpKind::Dequantize:  // packed integer weights in, no float input to differentiate
+    case OpKind::StopGradient:  // issue 6: identity in value, zero VJP by definition
       return true;
     default:
       return false;

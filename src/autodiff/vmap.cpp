@@ -21,7 +21,7 @@ Ints plus1(Ints a, int64_t r) {
 }  // namespace
 
 Graph vmap(const Graph& f0, int64_t size, std::vector<int> batched) {
-  Graph f = decompose_all(f0);
+  Graph f = decompose_for_ad(f0);
   for (auto& v : f.values)
     RLX_CHECK(is_static(v.type.shape), "[vmap] needs static shapes, got ", shape_str(v.type.shape));
   if (batched.empty())
@@ -56,7 +56,7 @@ Graph vmap(const Graph& f0, int64_t size, std::vector<int> batched) {
     auto get = [&](const char* k) { return attr_ints(n, k); };
     int64_t r0 = static_cast<int64_t>(f.type(n.inputs[0]).shape.size());
     bool done = true;
-    if (is_elementwise(n.op)) {
+    if (is_elementwise(n.op) || n.op == OpKind::StopGradient) {
       int64_t R = 0;
       for (auto v : n.inputs) R = std::max<int64_t>(R, static_cast<int64_t>(f.type(v).shape.size()));
       for (size_t i = 0; i < ins.size(); ++i) {

@@ -21,10 +21,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string unravel(const std::string& flat, const std::vector<int64_t>& d, const std::string& p) {
   std::ostringstream os;
-  os << "int " << p << "r = " << flat << ";";
+  // issue 7 (cudaops): remainder named "<p>_r", not "<p>r" ("or" is a C++ keyword; CUDA C is C++)
+  const std::string r = p + "_r";
+  os << "int " << r << " = " << flat << ";";
   for (int64_t i = static_cast<int64_t>(d.size()) - 1; i >= 0; --i) {
-    if (i == 0) os << " int " << p << i << " = " << p << "r;";
-    else os << " int " << p << i << " = " << p << "r % " << d[i] << "; " << p << "r = " << p << "r / " << d[i] << ";";
+    if (i == 0) os << " int " << p << i << " = " << r << ";";
+    else os << " int " << p << i << " = " << r << " % " << d[i] << "; " << r << " = " << r << " / " << d[i] << ";";
   }
   return os.str() + "\n";
 }
@@ -159,6 +161,19 @@ std::string CLikeRenderer::expr(const Node& n, const std::vector<std::string>& a
   fail("[codegen] ", language(), ": no expression for ", op_name(n.op));
 }
 
+std::string CLikeRenderer::body_nodes(const Graph& body, std::vector<std::string>& val) const {
+  std::ostringstream os;
+  for (auto& n : body.nodes) {
+    std::vector<std::string> a;
+    std::vector<DType> at;
+    for (auto v : n.inputs) a.push_back(val[v]), at.push_back(body.type(v).dtype);
+    DType ot = body.type(n.outputs[0]).dtype;
+    os << ctype(ot) << " v" << n.outputs[0] << " = " << expr(n, a, at, ot) << ";\n";
+    val[n.outputs[0]] = "v" + std::to_string(n.outputs[0]);
+  }
+  return os.str();
+}
+
 // One thread per output element; each input is read through its broadcast index.
 std::string CLikeRenderer::body_fused(const Graph& body, const std::vector<ValueType>& in, const ValueType& out,
                                       RenderedKernel& k) const {
@@ -179,14 +194,7 @@ std::string CLikeRenderer::body_fused(const Graph& body, const std::vector<Value
     os << ctype(in[i].dtype) << " v" << body.inputs[i] << " = LD" << i << "(" << idx << ");\n";
     val[body.inputs[i]] = "v" + std::to_string(body.inputs[i]);
   }
-  for (auto& n : body.nodes) {
-    std::vector<std::string> a;
-    std::vector<DType> at;
-    for (auto v : n.inputs) a.push_back(val[v]), at.push_back(body.type(v).dtype);
-    DType ot = body.type(n.outputs[0]).dtype;
-    os << ctype(ot) << " v" << n.outputs[0] << " = " << expr(n, a, at, ot) << ";\n";
-    val[n.outputs[0]] = "v" + std::to_string(n.outputs[0]);
-  }
+  os << body_nodes(body, val);
   os << "ST" << in.size() << "(gid, " << val[body.outputs[0]] << ");\n";
   return os.str();
 }

@@ -69,12 +69,24 @@ std::string CLikeRenderer::k_window(const LirKernel& k, const std::vector<ValueT
     for (auto w : win) taps *= w;
     std::string init, comb;
     std::string nan = cast(T, "NAN_F");
+    // issue 7 (cudaops): integer identities of the storage dtype (an all-padding window gives the
+    // dtype's min/max, as the reference); cuda computes i8/u8/i16 natively in int.
+    auto ilim = [&](bool hi) -> std::string {
+      switch (t) {
+        case DType::i8: return hi ? "127" : "(-128)";
+        case DType::u8: return hi ? "255" : "0";
+        case DType::i16: return hi ? "32767" : "(-32768)";
+        default: break;
+      }
+      if (T == "long") return hi ? "9223372036854775807L" : "(-9223372036854775807L-1L)";
+      return hi ? "2147483647" : "(-2147483647-1)";
+    };
     if (kind == "sum") init = lit(t, 0), comb = "acc + v";
     else if (kind == "max")
-      init = f ? "(-" + cast(T, "INF_F") + ")" : (T == "long" ? "(-9223372036854775807L-1L)" : "(-2147483647-1)"),
+      init = f ? "(-" + cast(T, "INF_F") + ")" : ilim(false),
       comb = f ? "((isnan(acc) || isnan(v)) ? " + nan + " : max(acc, v))" : "max(acc, v)";
     else if (kind == "min")
-      init = f ? cast(T, "INF_F") : (T == "long" ? "9223372036854775807L" : "2147483647"),
+      init = f ? cast(T, "INF_F") : ilim(true),
       comb = f ? "((isnan(acc) || isnan(v)) ? " + nan + " : min(acc, v))" : "min(acc, v)";
     else fail("[codegen] reduce_window kind '", kind, "'");
     if (!f) init = cast(T, init);

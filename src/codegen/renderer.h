@@ -54,8 +54,12 @@ class CLikeRenderer {
 
   // ---- kernel bodies (language neutral; use LDi(i)/STi(i,v), GID, LID, GRP, BARRIER, NAN_F) ----
   std::string lit(DType t, double v) const;
-  std::string expr(const Node& n, const std::vector<std::string>& a, const std::vector<DType>& at, DType ot) const;
+  // virtual: a language may spell a few ops its own way (cpp.cpp matches the cpu evaluator's max/min)
+  virtual std::string expr(const Node& n, const std::vector<std::string>& a, const std::vector<DType>& at, DType ot) const;
   std::string convert(const std::string& x, DType from, DType to) const;
+  // One "<ctype> v<id> = <expr>;" line per body node; `val` maps body values to C names (inputs
+  // filled by the caller) and gets the node outputs.
+  std::string body_nodes(const Graph& body, std::vector<std::string>& val) const;
   std::string body_fused(const Graph& body, const std::vector<ValueType>& in, const ValueType& out, RenderedKernel& k) const;
   std::string body_library(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
                            RenderedKernel& rk, std::string& shared) const;
@@ -70,6 +74,25 @@ class CLikeRenderer {
 
 std::unique_ptr<CLikeRenderer> make_glsl_renderer();    // GLSL 4.50 compute (vulkan + opengl)
 std::unique_ptr<CLikeRenderer> make_opencl_renderer();  // OpenCL C 1.2
+
+// C++ for the cpu JIT (cpp.cpp): a fused elementwise kernel as
+//   extern "C" void NAME(void* const* bufs, const int64_t* dims, int64_t begin, int64_t end)
+// over output elements [begin, end) (so a thread pool splits the range). bufs: inputs, then the
+// output. The output shape is collapsed (size-1 dims dropped, neighbours with the same broadcast
+// pattern merged); the pattern is baked into the source, the sizes (`dims`) are passed at run
+// time, so one source serves every shape with that pattern. The inner loop runs over the last
+// collapsed dim with __restrict pointers, which GCC vectorizes.
+struct CppKernel {
+  std::string source;         // the function (needs cpp_prelude() before it)
+  std::vector<int64_t> dims;  // collapsed output dims to pass at run time
+  int64_t total = 0;          // output elements
+};
+// Returns false (with `why`) when the body has a dtype or op the C++ renderer does not cover.
+bool render_cpp_fused(const Graph& body, const std::vector<ValueType>& in, const ValueType& out, const std::string& name,
+                      CppKernel& k, std::string* why);
+// Headers, math overloads and helpers the kernels use; `vmath` is the text of the cpu backend's
+// vmath.h (f32 exp/tanh/erf/logistic, so JIT and evaluator compute the same functions).
+std::string cpp_prelude(const std::string& vmath);
 
 // Helpers shared by the kernel families.
 std::vector<int64_t> dims_of(const ValueType& t);

@@ -198,6 +198,8 @@ bool build(O op, DType dt, ConformanceCase* out) {
       outs = b.op(op, {x, cb.in_tensor(packed_blocks("Q8_0", 5, 64, cb.rng))}, {{"type", "Q8_0"}, {"k", int64_t{64}}});
       break;
     }
+    // issue 6 (trainfeat): identity in value; lowers to its input before LIR
+    case O::StopGradient: outs = b.op(op, {cb.in(dt, {3, 5})}); break;
     default: return false;
   }
   cb.finish(outs);

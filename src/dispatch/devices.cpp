@@ -64,6 +64,7 @@ std::string probe(const char* lib) {
 
 }  // namespace
 int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp (issue 7)
+namespace cpu { std::string jit_probe(); }  // [issue 3 cpujit] src/backends/cpu/jit.cpp
 namespace {
 
 std::vector<DeviceInfo> build() {
@@ -77,7 +78,7 @@ std::vector<DeviceInfo> build() {
 
   // cpu: every MIR primitive; f16/bf16 contractions are promoted to f32 (no half GEMM on x86 here).
   DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
-                 DeviceStatus::Available, "always available", all_mir(DTypeSet::all())};
+                 DeviceStatus::Available, "always available; " + cpu::jit_probe(), all_mir(DTypeSet::all())};  // [issue 3 cpujit]
   cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64,
                                                    D::u16, D::u32, D::u64});  // [issue 4: dtypes] u* via the generic kernel
   cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
@@ -112,7 +113,7 @@ std::vector<DeviceInfo> build() {
                   st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
                   all_mir(cu_types)};
     // An allow-list, so MIR primitives added later are not claimed before a cuda kernel exists
-    // (conv, reduce_window, sort, topk, scatter_add, dequantize have none yet).
+    // (dequantize has none yet; conv/reduce_window/sort/topk/scatter_add are claimed below).
     const std::set<OpKind> cu_mir = {OpKind::Constant,   OpKind::Iota,       OpKind::ReduceSum,      OpKind::ReduceMax,
                                      OpKind::ReduceMin,  OpKind::ReduceProd, OpKind::ArgMax,         OpKind::ArgMin,
                                      OpKind::DotGeneral, OpKind::Reshape,    OpKind::BroadcastInDim, OpKind::Transpose,
@@ -125,6 +126,10 @@ std::vector<DeviceInfo> build() {
     // cumsum (sequential per line) and rng_uniform (splitmix64, float outputs) kernels, issue 7 round 2
     cu.caps.ops[OpKind::Cumsum] = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64});
     cu.caps.ops[OpKind::RngUniform] = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64});
+    // issue 7 (cudaops): conv, reduce_window, sort/topk, scatter_add through the shared codegen
+    // kernels (src/backends/cuda/render_window.cpp); halves computed in f32, i8/u8/i16 in int.
+    for (auto k : {OpKind::Conv, OpKind::ReduceWindow, OpKind::Sort, OpKind::TopK, OpKind::ScatterAdd})
+      cu.caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
     v.push_back(cu);
   }
   // ---- end cuda

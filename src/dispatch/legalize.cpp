@@ -4,6 +4,8 @@
 // on a device without 64-bit integer arithmetic), or a compile error
 // that names the node, the device, what was tried, and which devices could run it.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -56,7 +58,8 @@ bool promotable(DType t) { return promotion_target(t) != t; }
 // i64 op in i32. i64 values are converted to i32 where they enter (graph inputs: the low word,
 // an exact wrap-around) and back where i64 leaves (sign extension: exact). Unlike the promotions
 // this is exact only while every i64 value fits in 32 bits (token ids, positions, indices,
-// labels); the report says so in a note.
+// labels); the report says so in a note. Constants are known here, so one that does not fit makes
+// the rewrite fail (narrowing_loss) instead of being truncated.
 bool narrows_i64(const DeviceInfo& d) {
   return d.caps.storage.has(DType::i64) && d.caps.has(OpKind::Convert, DType::i64) && !d.caps.has(OpKind::Add, DType::i64);
 }
@@ -78,6 +81,30 @@ Node narrowed(const Node& n) {
     }
   }
   return p;
+}
+// The first constant of `n` that narrowing would change: an i64 tensor attribute (a constant's
+// value) or a float attribute (a pad value, an rng bound) outside int32. Empty when all fit: the
+// rewrite is refused rather than truncating a constant silently.
+std::string narrowing_loss(const Node& n) {
+  constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  for (auto& [k, a] : n.attrs) {
+    if (std::holds_alternative<Tensor>(a.v) && std::get<Tensor>(a.v).dtype() == DType::i64) {
+      const Tensor& t = std::get<Tensor>(a.v);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (t.get_int(i) < lo || t.get_int(i) > hi)
+          return "attribute '" + k + "' holds " + std::to_string(t.get_int(i)) + " (element " + std::to_string(i) +
+                 "), which does not fit in int32";
+    }
+    if (std::holds_alternative<double>(a.v)) {
+      double v = std::get<double>(a.v);
+      if (std::isfinite(v) && (v < static_cast<double>(lo) || v > static_cast<double>(hi))) {
+        std::ostringstream os;
+        os << "attribute '" << k << "' = " << v << " does not fit in int32";
+        return os.str();
+      }
+    }
+  }
+  return "";
 }
 std::vector<ValueType> narrow_types(std::vector<ValueType> in) {
   for (auto& t : in)
@@ -120,6 +147,10 @@ class Legalizer {
                 "every path produces " + std::string(dtype_name(t.dtype)) + " values and " + dev_.name + " has no " +
                     std::string(dtype_name(t.dtype)) + " buffers (no rewrite moves an output dtype)"};
     if (narrow_i64_ && !narrowing_boundary(n, in, out) && narrowing_applies(n, in, out)) {
+      std::string loss = narrowing_loss(n);
+      if (!loss.empty())
+        return {false, DispatchPath::Unsupported,
+                dev_.name + " has no 64-bit integer arithmetic and narrowing i64 -> i32 is refused: " + loss};
       Verdict v = check(narrowed(n), narrow_types(in), depth + 1);
       if (!v.ok) return {false, DispatchPath::Unsupported, "rewritten: narrowed i64 -> i32 still fails (" + v.why + ")"};
       return {true, DispatchPath::Rewritten,

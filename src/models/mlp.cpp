@@ -4,7 +4,6 @@
 #include <cmath>
 #include <random>
 
-#include "autodiff/autodiff.h"
 #include "rlx/builder.h"
 
 namespace rlx::models {
@@ -16,9 +15,7 @@ std::vector<ValueId> classification_head(Builder& b, ValueId logits, ValueId lab
   // loss = mean_b(logsumexp(z_b) - z_b[label_b]) with z = logits - max (stable). The max goes
   // through a stop-gradient (its gradient cancels exactly), so the backward pass is the closed
   // form (softmax - onehot) / B: exp, a row sum, one fused elementwise region.
-  b.set_origin(ad::kStopGradient);
-  ValueId mx = b.broadcast_in_dim(b.reduce(OpKind::ReduceMax, logits, {1}, false), Shape{B, C}, {0});
-  b.set_origin("");
+  ValueId mx = b.stop_gradient(b.broadcast_in_dim(b.reduce(OpKind::ReduceMax, logits, {1}, false), Shape{B, C}, {0}));
   ValueId z = b.sub(logits, mx);
   ValueId lse = b.unary(OpKind::Log, b.reduce(OpKind::ReduceSum, b.unary(OpKind::Exp, z), {1}, false));
   ValueId cls = b.op1(OpKind::Iota, {}, {{"shape", Shape{B, C}}, {"dim", int64_t{1}}, {"dtype", DType::i64}});

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/lir.h"
@@ -28,6 +29,32 @@ class Executable {
       if (r[i].nbytes()) std::memcpy(outputs[i].raw(), r[i].raw(), r[i].nbytes());
     }
   }
+
+  // [issue 6, training] Resident runs: the executable holds every input between runs (a GPU in
+  // its device memory), so a training step's parameters and optimizer state never cross the host
+  // and only what the caller reads is downloaded. Device-neutral; train::Trainer uses it.
+  //   resident_feedback(pairs): after each run, output pairs[k].first becomes input pairs[k].second
+  //     (same dtype and size), e.g. new parameters -> parameters.
+  //   resident_upload(inputs): all inputs, once (before the first run).
+  //   resident_write(i, t): replaces input i for the next runs (a data batch, an lr scalar). On the
+  //     host a tensor written to a feedback target is taken over: later runs write into it.
+  //   resident_run(n): n runs back to back (feedback applied after each); ms per run.
+  //   resident_read_output(i) / resident_read_input(i): one tensor of the last run / current input.
+  //     Valid until the next run (the host default returns the executable's own buffer, no copy).
+  // The default is the host implementation (every backend that runs on host memory): inputs and
+  // outputs live in two sets of tensors; each run writes the outputs with run_into and feedback
+  // swaps the output tensor into the input slot (no copy, no allocation after the first run).
+  // A device backend overrides all six (src/backends/cuda: CUDA graph + device-side feedback).
+  virtual void resident_feedback(const std::vector<std::pair<int, int>>& out_to_in);
+  virtual void resident_upload(const std::vector<Tensor>& inputs);
+  virtual void resident_write(int i, const Tensor& t);
+  virtual double resident_run(int n);
+  virtual Tensor resident_read_output(int i);
+  virtual Tensor resident_read_input(int i);
+
+ private:
+  std::vector<Tensor> res_in_, res_out_;              // host default of the resident API
+  std::vector<std::pair<int, int>> res_fb_;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Executable>(const LirProgram&)>;

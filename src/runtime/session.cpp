@@ -101,6 +101,14 @@ void CompiledModel::run_into(const std::vector<Tensor>& inputs, std::vector<Tens
   e.exe->run_into(inputs, outputs);
 }
 
+// [issue 6] executable: see session.h.
+Executable& CompiledModel::executable(const Bindings& b) {
+  auto& e = impl_->get(impl_->default_bindings(b));
+  if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);
+  impl_->last_exe = e.exe.get();
+  return *e.exe;
+}
+
 std::map<std::string, Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> in;
   for (auto i : impl_->g.inputs) {

@@ -1,12 +1,16 @@
 // Optimizers as MIR graph ops, LR schedules, and the one-graph training step.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "autodiff/autodiff.h"
 #include "passes/passes.h"
 #include "rlx/builder.h"
 #include "rlx/safetensors.h"
+#include "runtime/backend.h"
 #include "train/train.h"
 
 namespace rlx::train {
@@ -53,7 +57,7 @@ std::vector<ValueId> emit_update(Builder& b, const OptimizerConfig& c, ValueId p
 Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConfig& c, const AmpConfig& amp,
                        AmpReport* report) {
   int S = state_per_param(c);
-  Graph f = decompose_all(loss_fn);
+  Graph f = ad::decompose_for_ad(loss_fn);  // keeps stop_gradient for the VJP
   if (amp.dtype != DType::f32) f = amp_pass(f, amp.dtype, report);
   RLX_CHECK(num_params >= 1 && num_params <= static_cast<int>(f.inputs.size()), "[train] bad parameter count ",
             num_params);
@@ -80,6 +84,8 @@ Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConf
   ValueId lr = g.add_input("lr", DType::f32, {}), lr_hat = g.add_input("lr_hat", DType::f32, {}),
           eps_hat = g.add_input("eps_hat", DType::f32, {});
   ValueId scale = amp.loss_scaling() ? g.add_input("loss_scale", DType::f32, {}) : -1;
+  ValueId good = amp.loss_scaling() ? g.add_input("loss_scale_good_steps", DType::f32, {}) : -1;
+  ValueId skipped = amp.loss_scaling() ? g.add_input("skipped_steps", DType::f32, {}) : -1;
   std::vector<ValueId> ins = params;
   ins.insert(ins.end(), data.begin(), data.end());
   std::vector<ValueId> seeds(f.outputs.size(), -1);
@@ -122,8 +128,18 @@ Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConf
   for (auto v : outs) g.outputs.push_back(v);
   for (auto v : new_p) g.outputs.push_back(v);
   for (auto v : new_s) g.outputs.push_back(v);
-  if (finite >= 0) g.outputs.push_back(b.convert(finite, DType::f32));
-  return eliminate_dead_code(g);
+  if (finite >= 0) {  // the dynamic loss scale, updated in-graph (no host read per step)
+    b.set_origin("amp/loss_scale");
+    auto k = [&](double v) { return b.scalar(v, DType::f32); };
+    ValueId g1 = b.add(good, k(1));
+    ValueId grow = b.op1(OpKind::Ge, {g1, k(static_cast<double>(amp.growth_interval))});
+    ValueId up = b.select(grow, b.op1(OpKind::Min, {b.mul(scale, k(2)), k(16777216.0)}), scale);
+    g.outputs.push_back(b.select(finite, up, b.max(b.mul(scale, k(0.5)), k(1))));  // halve on overflow
+    g.outputs.push_back(b.select(finite, b.select(grow, k(0), g1), k(0)));
+    g.outputs.push_back(b.add(skipped, b.select(finite, k(0), k(1))));
+  }
+  // Differentiated: stop_gradient has done its job; lower it to its input (the step is HIR-free).
+  return eliminate_dead_code(decompose_all(g));
 }
 
 Trainer::Trainer(const Graph& loss_fn, std::vector<Tensor> init, OptimizerConfig opt, LrSchedule sched,
@@ -137,111 +153,173 @@ Trainer::Trainer(const Graph& loss_fn, std::vector<Tensor> init, OptimizerConfig
       num_outs_(static_cast<int>(loss_fn.outputs.size())),
       lr_(DType::f32, {}),
       lr_hat_(DType::f32, {}),
-      eps_hat_(DType::f32, {}),
-      scale_in_(DType::f32, {}),
-      finite_(DType::f32, {}) {
-  int S = state_per_param(opt_);
-  const int extra_in = amp_.loss_scaling() ? 1 : 0;
-  scale_ = amp_.loss_scaling() ? amp_.init_scale : 1.0;
-  for (int s = 0; s < 2; ++s) {
-    for (int i = 0; i < num_params_; ++i) {
-      const ValueType& t = step_graph_.type(step_graph_.inputs[i]);
+      eps_hat_(DType::f32, {}) {
+  const int S = state_per_param(opt_);
+  num_state_ = num_params_ * S;
+  const int extra_in = amp_.loss_scaling() ? 3 : 0;  // loss scale, its good-step count, skipped steps
+  num_data_ = static_cast<int>(step_graph_.inputs.size()) - num_params_ - num_state_ - 3 - extra_in;
+  // Initial inputs: params (copied), zero state, zero data placeholders, the scalars.
+  std::vector<Tensor> in;
+  for (int i = 0; i < static_cast<int>(step_graph_.inputs.size()); ++i) {
+    const ValueType& t = step_graph_.type(step_graph_.inputs[i]);
+    if (i < num_params_) {
       RLX_CHECK(init[i].dtype() == t.dtype && init[i].shape() == static_dims(t.shape), "[train] initial parameter ", i,
                 " does not match the loss graph's input ", step_graph_.value_label(step_graph_.inputs[i]));
-      sets_[s].params.push_back(s == 0 ? init[i].clone() : Tensor(t.dtype, static_dims(t.shape)));
-      for (int j = 0; j < S; ++j) sets_[s].state.push_back(Tensor(t.dtype, static_dims(t.shape)));
-    }
-    for (int k = 0; k < num_outs_; ++k) {
-      const ValueType& t = step_graph_.type(step_graph_.outputs[k]);
-      sets_[s].outs.push_back(Tensor(t.dtype, static_dims(t.shape)));
+      in.push_back(init[i].clone());
+    } else if (i < first_data() + num_data_) {
+      in.push_back(Tensor(t.dtype, static_dims(t.shape)));
     }
   }
-  int ndata = static_cast<int>(step_graph_.inputs.size()) - num_params_ * (1 + S) - 3 - extra_in;
-  for (int s = 0; s < 2; ++s) {
-    auto& in = in_[s];
-    in = sets_[s].params;
-    in.insert(in.end(), sets_[s].state.begin(), sets_[s].state.end());
-    for (int d = 0; d < ndata; ++d) in.push_back(Tensor());
-    in.push_back(lr_);
-    in.push_back(lr_hat_);
-    in.push_back(eps_hat_);
-    if (extra_in) in.push_back(scale_in_);
-    auto& out = out_[s];
-    out = sets_[s].outs;
-    out.insert(out.end(), sets_[1 - s].params.begin(), sets_[1 - s].params.end());
-    out.insert(out.end(), sets_[1 - s].state.begin(), sets_[1 - s].state.end());
-    if (extra_in) out.push_back(finite_);
+  in.push_back(lr_);
+  in.push_back(lr_hat_);
+  in.push_back(eps_hat_);
+  if (extra_in) {
+    in.push_back(Tensor::from(DType::f32, {}, std::vector<float>{static_cast<float>(amp_.init_scale)}));
+    in.push_back(Tensor(DType::f32, {}));
+    in.push_back(Tensor(DType::f32, {}));
   }
+  // New params/state (outputs after loss_fn's) feed back into the param/state inputs; with f16 AMP
+  // the updated loss scale, good-step count and skipped count (the last outputs) into theirs.
+  std::vector<std::pair<int, int>> fb;
+  for (int k = 0; k < num_params_ + num_state_; ++k) fb.push_back({num_outs_ + k, k});
+  for (int k = 0; k < extra_in; ++k) fb.push_back({num_outs_ + num_params_ + num_state_ + k, amp_input() + k});
+  exe_ = &model_.executable();
+  exe_->resident_feedback(fb);
+  exe_->resident_upload(in);
+  outs_.resize(static_cast<size_t>(num_outs_));
+  params_view_.resize(static_cast<size_t>(num_params_));
+  state_view_.resize(static_cast<size_t>(num_state_));
 }
 
-const std::vector<Tensor>& Trainer::step(const std::vector<Tensor>& data) {
-  int S = state_per_param(opt_);
-  size_t first = static_cast<size_t>(num_params_ * (1 + S));
-  size_t tail = amp_.loss_scaling() ? 4 : 3;
-  auto& in = in_[cur_];
-  RLX_CHECK(first + data.size() + tail == in.size(), "[train] step expects ", in.size() - first - tail,
-            " data inputs, got ", data.size());
-  if (amp_.loss_scaling()) scale_in_.data<float>()[0] = static_cast<float>(scale_);
-  for (size_t i = 0; i < data.size(); ++i) in[first + i] = data[i];
+void Trainer::advance(const std::vector<Tensor>& data) {
+  RLX_CHECK(static_cast<int>(data.size()) == num_data_, "[train] step expects ", num_data_, " data inputs, got ",
+            data.size());
+  for (int i = 0; i < num_data_; ++i) {
+    ValueId v = step_graph_.inputs[static_cast<size_t>(first_data() + i)];
+    const ValueType& t = step_graph_.type(v);
+    RLX_CHECK(data[i].dtype() == t.dtype && data[i].shape() == static_dims(t.shape), "[train] data input '",
+              step_graph_.values[v].name, "' is ", dtype_name(data[i].dtype()), " with ", data[i].numel(),
+              " elements, expected ", dtype_name(t.dtype), shape_str(t.shape));
+    exe_->resident_write(first_data() + i, data[i]);
+  }
   double lr = sched_.at(opt_.lr, step_);
   double t = static_cast<double>(step_ + 1);
   double c1 = 1 - std::pow(opt_.beta1, t), c2 = 1 - std::pow(opt_.beta2, t);
   lr_.data<float>()[0] = static_cast<float>(lr);
   lr_hat_.data<float>()[0] = static_cast<float>(opt_.kind == "sgd" ? lr : lr * std::sqrt(c2) / c1);
   eps_hat_.data<float>()[0] = static_cast<float>(opt_.eps * std::sqrt(c2));
-  model_.run_into(in, out_[cur_]);
-  for (size_t i = 0; i < data.size(); ++i) in[first + i] = Tensor();  // don't keep the batch alive
-  if (amp_.loss_scaling()) {  // dynamic loss scale: halve on overflow (update skipped), grow when stable
-    if (finite_.data<float>()[0] == 0.f) {
-      scale_ = std::max(scale_ / 2, 1.0);
-      good_ = 0;
-      ++skipped_;
-    } else if (++good_ >= amp_.growth_interval) {
-      scale_ = std::min(scale_ * 2, 16777216.0);
-      good_ = 0;
-    }
-  }
-  int done = cur_;
-  cur_ = 1 - cur_;
+  int at = first_data() + num_data_;
+  exe_->resident_write(at, lr_);
+  exe_->resident_write(at + 1, lr_hat_);
+  exe_->resident_write(at + 2, eps_hat_);
+  exe_->resident_run(1);  // f16 AMP: the loss scale is updated in the graph, nothing is read here
   ++step_;
-  return sets_[done].outs;
 }
+
+double Trainer::amp_value(int k) const {
+  return amp_.loss_scaling() ? exe_->resident_read_input(amp_input() + k).get(0) : (k == 0 ? 1.0 : 0.0);
+}
+
+const std::vector<Tensor>& Trainer::step(const std::vector<Tensor>& data) {
+  advance(data);
+  return outputs();
+}
+
+const std::vector<Tensor>& Trainer::outputs() {
+  RLX_CHECK(step_ > 0, "[train] no step has run yet");
+  for (int k = 0; k < num_outs_; ++k) outs_[k] = exe_->resident_read_output(k);
+  return outs_;
+}
+
+const std::vector<Tensor>& Trainer::params() const {
+  for (int i = 0; i < num_params_; ++i) params_view_[i] = exe_->resident_read_input(i);
+  return params_view_;
+}
+
+const std::vector<Tensor>& Trainer::state() const {
+  for (int i = 0; i < num_state_; ++i) state_view_[i] = exe_->resident_read_input(num_params_ + i);
+  return state_view_;
+}
+
+namespace {
+std::string exact(double v) {  // hex float: round-trips bit-exactly through strtod
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+}  // namespace
 
 void Trainer::save(const std::string& path) const {
   std::vector<std::pair<std::string, Tensor>> ts;
   int S = state_per_param(opt_);
-  for (int i = 0; i < num_params_; ++i) ts.push_back({"param." + std::to_string(i), params()[i]});
+  const auto& P = params();
+  const auto& St = state();
+  for (int i = 0; i < num_params_; ++i) ts.push_back({"param." + std::to_string(i), P[i]});
   for (int i = 0; i < num_params_; ++i)
-    for (int j = 0; j < S; ++j) ts.push_back({"state." + std::to_string(i) + "." + std::to_string(j), state()[i * S + j]});
-  write_safetensors(path, ts, {{"step", std::to_string(step_)}, {"optimizer", opt_.kind}, {"format", "rlx-train-v1"}});
+    for (int j = 0; j < S; ++j) ts.push_back({"state." + std::to_string(i) + "." + std::to_string(j), St[i * S + j]});
+  std::map<std::string, std::string> meta = {
+      {"step", std::to_string(step_)}, {"optimizer", opt_.kind}, {"format", "rlx-train-v1"}};
+  if (amp_.loss_scaling()) {
+    meta["amp"] = dtype_name(amp_.dtype);
+    meta["loss_scale"] = exact(amp_value(0));
+    meta["loss_scale_good_steps"] = std::to_string(static_cast<int64_t>(amp_value(1)));
+    meta["skipped_steps"] = std::to_string(static_cast<int64_t>(amp_value(2)));
+  }
+  write_safetensors(path, ts, meta);
 }
 
 void Trainer::load(const std::string& path) {
   SafeTensors file = SafeTensors::open(path);
   int S = state_per_param(opt_);
-  auto find = [&](const std::string& name, const Tensor& like) {
+  auto meta = file.metadata();
+  auto int_meta = [&](const std::string& key) -> int64_t {
+    auto it = meta.find(key);
+    RLX_CHECK(it != meta.end(), "[checkpoint] ", path, ": no '", key, "' in the metadata");
+    try {
+      size_t used = 0;
+      int64_t v = std::stoll(it->second, &used);
+      if (used == it->second.size()) return v;
+    } catch (const std::exception&) {
+    }
+    fail("[checkpoint] ", path, ": ", key, " '", it->second, "' is not an integer");
+  };
+  auto opt = meta.find("optimizer");
+  RLX_CHECK(opt == meta.end() || opt->second == opt_.kind, "[checkpoint] ", path, ": saved with optimizer '",
+            opt->second, "', this trainer uses '", opt_.kind, "'");
+  int64_t step = int_meta("step");
+  double scale = 1;
+  int64_t good = 0, skipped = 0;
+  if (amp_.loss_scaling()) {
+    auto it = meta.find("loss_scale");
+    RLX_CHECK(it != meta.end(), "[checkpoint] ", path, ": no 'loss_scale' in the metadata (saved without f16 amp?)");
+    char* end = nullptr;
+    scale = std::strtod(it->second.c_str(), &end);
+    RLX_CHECK(end && *end == 0 && scale >= 1, "[checkpoint] ", path, ": bad loss_scale '", it->second, "'");
+    good = int_meta("loss_scale_good_steps");
+    skipped = int_meta("skipped_steps");
+  }
+  auto find = [&](const std::string& name, int input) {
     RLX_CHECK(file.has(name), "[checkpoint] ", path, ": missing tensor '", name, "'");
     Tensor t = file.get(name);
-    RLX_CHECK(t.dtype() == like.dtype() && t.shape() == like.shape(), "[checkpoint] ", path, ": tensor '", name,
-              "' has the wrong dtype/shape");
+    const ValueType& want = step_graph_.type(step_graph_.inputs[static_cast<size_t>(input)]);
+    RLX_CHECK(t.dtype() == want.dtype && t.shape() == static_dims(want.shape), "[checkpoint] ", path, ": tensor '",
+              name, "' has the wrong dtype/shape");
     return t;
   };
-  auto& set = sets_[cur_];
-  for (int i = 0; i < num_params_; ++i) {
-    Tensor t = find("param." + std::to_string(i), set.params[i]);
-    std::memcpy(set.params[i].raw(), t.raw(), t.nbytes());
-    for (int j = 0; j < S; ++j) {
-      Tensor s = find("state." + std::to_string(i) + "." + std::to_string(j), set.state[i * S + j]);
-      std::memcpy(set.state[i * S + j].raw(), s.raw(), s.nbytes());
-    }
-  }
-  auto meta = file.metadata();
-  auto step = meta.find("step");
-  RLX_CHECK(step != meta.end(), "[checkpoint] ", path, ": no 'step' in the metadata");
-  try {
-    step_ = std::stoll(step->second);
-  } catch (const std::exception&) {
-    fail("[checkpoint] ", path, ": step '", step->second, "' is not an integer");
+  std::vector<Tensor> ts;  // all checked before anything is written
+  for (int i = 0; i < num_params_; ++i) ts.push_back(find("param." + std::to_string(i), i));
+  for (int i = 0; i < num_params_; ++i)
+    for (int j = 0; j < S; ++j)
+      ts.push_back(find("state." + std::to_string(i) + "." + std::to_string(j), num_params_ + i * S + j));
+  // Cloned: the file's tensors wrap a read-only mapping, and a resident input slot is written by
+  // later steps (the host default swaps it with an output buffer).
+  for (int k = 0; k < static_cast<int>(ts.size()); ++k) exe_->resident_write(k, ts[k].clone());
+  step_ = step;
+  if (amp_.loss_scaling()) {
+    int at = amp_input();
+    exe_->resident_write(at, Tensor::from(DType::f32, {}, std::vector<float>{static_cast<float>(scale)}));
+    exe_->resident_write(at + 1, Tensor::from(DType::f32, {}, std::vector<float>{static_cast<float>(good)}));
+    exe_->resident_write(at + 2, Tensor::from(DType::f32, {}, std::vector<float>{static_cast<float>(skipped)}));
   }
 }
 

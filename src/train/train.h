@@ -39,8 +39,8 @@ std::vector<ValueId> emit_update(Builder& b, const OptimizerConfig& c, ValueId p
 // Mixed precision (amp.cpp). `dtype` f32 = off; bf16/f16: contractions run in that dtype with f32
 // master weights. f16 adds dynamic loss scaling in the step graph: the loss cotangent is seeded with
 // the scale (a graph input), gradients are unscaled, and when any gradient is not finite the update
-// is skipped in-graph (params/state pass through) and the step reports it; the Trainer halves the
-// scale then, and doubles it after `growth_interval` finite steps.
+// is skipped in-graph (params/state pass through); the scale halves then and doubles after
+// `growth_interval` finite steps, also in-graph (build_train_step).
 struct AmpConfig {
   DType dtype = DType::f32;
   bool loss_scaling() const { return dtype == DType::f16; }
@@ -65,54 +65,67 @@ Graph amp_pass(const Graph& f, DType low, AmpReport* report = nullptr);
 // further outputs carried through, e.g. a correct-count). Step inputs: params, optimizer state
 // (state_per_param per parameter, parameter-major), data, lr, lr_hat, eps_hat. Step outputs: the
 // loss_fn outputs, new params, new state.
-// With amp.loss_scaling(): one more input "loss_scale" (after eps_hat) and one more output (last):
-// 1 when every gradient was finite and the update was applied, else 0.
+// With amp.loss_scaling(): three more f32 scalar inputs after eps_hat, "loss_scale",
+// "loss_scale_good_steps", "skipped_steps", and their updated values as the last three outputs:
+// when a gradient is not finite the update is skipped (params/state pass through), the scale halves
+// (not below 1), the good count resets and skipped grows by 1; after growth_interval finite steps
+// in a row the scale doubles (at most 2^24).
 Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConfig& c, const AmpConfig& amp = {},
                        AmpReport* report = nullptr);
 
-// Runs compiled training steps. Parameters and optimizer state live in two preallocated sets of
-// tensors; each step reads one set and writes the other in place (CompiledModel::run_into), so a
-// step allocates no state memory and nothing crosses the host except what the caller reads.
+// Runs compiled training steps. Parameters and optimizer state stay resident in the step's
+// executable (Executable's resident API, src/runtime/backend.h): after each step the new
+// parameters/state become the next step's inputs inside the executable (on the host: two sets of
+// buffers swapped, no copy; on a GPU backend that implements the API: device memory, nothing
+// crosses the host). Per step only the data batch and the lr scalars go in; nothing comes back
+// unless asked (outputs(), params(), state(), loss_scale(), save()); with f16 AMP the dynamic loss
+// scale is updated inside the step graph too.
 class Trainer {
  public:
   Trainer(const Graph& loss_fn, std::vector<Tensor> init_params, OptimizerConfig opt, LrSchedule sched = {},
           CompileOptions copts = {}, AmpConfig amp = {});
-  // One step on a batch (data inputs of loss_fn in order). Returns loss_fn's outputs (views of
-  // buffers reused by the next step: copy what you keep).
+  // One step on a batch (data inputs of loss_fn in order), then outputs().
   const std::vector<Tensor>& step(const std::vector<Tensor>& data);
-  const std::vector<Tensor>& params() const { return sets_[cur_].params; }
-  const std::vector<Tensor>& state() const { return sets_[cur_].state; }
+  // One step, reading nothing back (read the loss every k steps with outputs()).
+  void advance(const std::vector<Tensor>& data);
+  // loss_fn's outputs of the last step (read on call; on the host views of buffers the next step
+  // reuses: copy what you keep).
+  const std::vector<Tensor>& outputs();
+  // The current parameters / optimizer state (read on call; same lifetime as outputs()).
+  const std::vector<Tensor>& params() const;
+  const std::vector<Tensor>& state() const;
   int64_t step_count() const { return step_; }
   double current_lr() const { return sched_.at(opt_.lr, step_); }
   const Graph& step_graph() const { return step_graph_; }
   CompiledModel& compiled() { return model_; }
   const AmpReport& amp_report() const { return amp_report_; }
-  double loss_scale() const { return scale_; }
-  int64_t skipped_steps() const { return skipped_; }
-  // Checkpoints: params "param.<i>", state "state.<i>.<j>", metadata step/optimizer. Loading
-  // restores everything, so training continues bit-identically.
+  // f16 AMP: the dynamic loss scale and the number of skipped (overflowing) steps, read from the
+  // executable on call (they live in the step graph); 1 and 0 without loss scaling.
+  double loss_scale() const { return amp_value(0); }
+  int64_t skipped_steps() const { return static_cast<int64_t>(amp_value(2)); }
+  // Checkpoints: params "param.<i>", state "state.<i>.<j>", metadata: step, optimizer, and with f16
+  // loss scaling the scale, its growth counter and the skipped-step count. Loading restores all
+  // of it, so training continues bit-identically (params, state, lr schedule, Adam bias
+  // correction, loss scale).
   void save(const std::string& path) const;
   void load(const std::string& path);
 
  private:
-  struct Set {
-    std::vector<Tensor> params, state, outs;  // outs: loss_fn outputs
-  };
   OptimizerConfig opt_;
   LrSchedule sched_;
   AmpConfig amp_;
   AmpReport amp_report_;
   Graph step_graph_;
   CompiledModel model_;
-  int num_params_, num_outs_;
-  Set sets_[2];
-  int cur_ = 0;
+  Executable* exe_ = nullptr;
+  int num_params_, num_outs_, num_state_, num_data_;
   int64_t step_ = 0;
   Tensor lr_, lr_hat_, eps_hat_;
-  Tensor scale_in_, finite_;  // amp f16: loss-scale input, finite-gradients flag output
-  double scale_ = 1;
-  int64_t good_ = 0, skipped_ = 0;
-  std::vector<Tensor> in_[2], out_[2];
+  std::vector<Tensor> outs_;
+  mutable std::vector<Tensor> params_view_, state_view_;
+  int first_data() const { return num_params_ + num_state_; }
+  int amp_input() const { return first_data() + num_data_ + 3; }  // f16: scale, good steps, skipped
+  double amp_value(int k) const;
 };
 
 }  // namespace rlx::train

@@ -23,6 +23,7 @@ NODE = "/usr/share/libonnx-testdata/data/node"  # Debian libonnx-testdata (scrip
 
 
 from rlx_paths import rlx_bin  # noqa: E402
+from onnx_helpers import make_model, run_rlx  # noqa: E402
 
 
 def rten_convert(onnx_path, out, v1=False):
@@ -40,20 +41,6 @@ def as_rten(a):
     if a.dtype == np.float16:
         return a.astype(np.float32)
     return a
-
-
-def run_rlx(model, inputs, tmp, tag):
-    """`rlx run MODEL --input name=file.npy ... --output out.npz` -> (dict of arrays, None) or (None, error)."""
-    args = [rlx_bin(), "run", model, "--output", os.path.join(tmp, tag + "_out.npz")]
-    for i, (k, v) in enumerate(inputs.items()):
-        p = os.path.join(tmp, f"{tag}_in{i}.npy")
-        np.save(p, v)
-        args += ["--input", f"{k}={p}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
-    with np.load(os.path.join(tmp, tag + "_out.npz")) as z:
-        return {k: z[k] for k in z.files}, None
 
 
 def close(got, want, rtol, atol):
@@ -144,14 +131,14 @@ def real_models():
     rng = np.random.default_rng(42)
     f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
     vi = h.make_tensor_value_info
-    mlp = h.make_graph(
+    mlp = (
         [h.make_node("Gemm", ["x", "w1", "b1"], ["h1"], transB=1), h.make_node("Relu", ["h1"], ["r1"]),
          h.make_node("Gemm", ["r1", "w2", "b2"], ["h2"], transB=1), h.make_node("Tanh", ["h2"], ["r2"]),
          h.make_node("MatMul", ["r2", "w3"], ["logits"]), h.make_node("Softmax", ["logits"], ["probs"], axis=-1)],
         "mlp", [vi("x", T.FLOAT, ["batch", 20])], [vi("probs", T.FLOAT, ["batch", 5])],
         [nh.from_array(f32(32, 20), "w1"), nh.from_array(f32(32), "b1"), nh.from_array(f32(16, 32), "w2"),
          nh.from_array(f32(16), "b2"), nh.from_array(f32(16, 5), "w3")])
-    conv = h.make_graph(
+    conv = (
         [h.make_node("Conv", ["x", "k1", "c1"], ["a1"], pads=[1, 1, 1, 1]),
          h.make_node("BatchNormalization", ["a1", "g", "be", "mu", "var"], ["n1"], epsilon=1e-3),
          h.make_node("Relu", ["n1"], ["r1"]),
@@ -168,10 +155,8 @@ def real_models():
          nh.from_array(f32(10, 16), "wf"), nh.from_array(f32(10), "bf")])
     out = {}
     for g, shape in ((mlp, (3, 20)), (conv, (2, 3, 16, 16))):
-        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-        m.ir_version = 8
-        onnx.checker.check_model(m, full_check=True)
-        out[g.name] = (m, {"x": rng.standard_normal(shape).astype(np.float32)})
+        m = make_model(*g)
+        out[m.graph.name] = (m, {"x": rng.standard_normal(shape).astype(np.float32)})
     return out
 
 
@@ -209,13 +194,14 @@ def test_cli_inspect_compile_and_errors(tmp_path, have_cases):
     assert r.returncode == 0, r.stderr
     assert "native" in r.stdout or "common" in r.stdout
     data = open(rt, "rb").read()
-    bad = str(tmp_path / "bad.rten")
+    bad, x = str(tmp_path / "bad.rten"), str(tmp_path / "x.npy")
+    np.save(x, np.zeros((1, 3, 16, 16), np.float32))  # a readable input: the error is the model's
     for cut in (10, 100, len(data) // 2, len(data) - 8):
         with open(bad, "wb") as f:
             f.write(data[:cut])
         r = subprocess.run([rlx_bin(), "inspect", bad], capture_output=True, text=True)
         assert r.returncode == 1 and r.stderr.startswith("rlx: [rten] " + bad), (cut, r.stderr)
-        r = subprocess.run([rlx_bin(), "run", bad, "--input", "x=nope.npy"], capture_output=True, text=True)
+        r = subprocess.run([rlx_bin(), "run", bad, "--input", f"x={x}"], capture_output=True, text=True)
         assert r.returncode == 1 and "[rten]" in r.stderr, (cut, r.stderr)
 
 

@@ -44,10 +44,12 @@ TEST(Cuda, StatusExplainsItself) {
   } else {
     EXPECT_NE(d.reason.find("sm_"), std::string::npos) << d.reason;
   }
-  // The capability set is the backend's real one: GEMM/attention in halves, no complex, no conv.
+  // The capability set is the backend's real one: GEMM/attention in halves, conv (render_window.cpp),
+  // no dequantize, no complex.
   EXPECT_TRUE(d.caps.has(OpKind::Linear, DType::f16));
   EXPECT_TRUE(d.caps.has(OpKind::Attention, DType::bf16));
-  EXPECT_FALSE(d.caps.has(OpKind::Conv, DType::f32));
+  EXPECT_TRUE(d.caps.has(OpKind::Conv, DType::f32));
+  EXPECT_FALSE(d.caps.has(OpKind::Dequantize, DType::i8));
   EXPECT_FALSE(d.caps.storage.has(DType::c64));
 }
 
@@ -342,6 +344,34 @@ TEST(Cuda, MlpTrainStepHasCudaKernels) {
   EXPECT_GT(rendered, 0);
 }
 
+// merge-launches: the MNIST step's softmax-cross-entropy head (20 small kernels) runs as one row
+// launch (per-row work over many blocks, the cross-row sums as its tail), so does the ReLU mask
+// with its bias gradient (a column sum as the tail), bias+ReLU folds into the first GEMM and the
+// four SGD updates run side by side; every merged kernel compiles (no GPU needed).
+TEST(Cuda, MlpTrainStepMergesLaunches) {
+  std::string why;
+  cuda::Api* a = cuda::nvrtc_only(&why);
+  Graph step = train::build_train_step(models::mlp_loss_graph({784, 128, 10}, 128), 4, train::OptimizerConfig{});
+  Legalized l = legalize(step, "cuda", {});
+  LirProgram p = lower_to_lir(eliminate_dead_code(fold_constants(l.graph)), true);
+  auto launches = cuda::render_for_check(p);
+  int gemms = 0, regions = 0, side = 0, rows = 0, mask = 0;
+  for (auto& [label, ks] : launches) {
+    gemms += label.find("cublasLt") != std::string::npos;
+    regions += label.rfind("region(", 0) == 0;
+    rows += label.rfind("rows(20)", 0) == 0;
+    mask += label.rfind("rows(2)", 0) == 0;
+    side += label.rfind("side-by-side(", 0) == 0;
+    if (a && !ks.code.empty()) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << label;
+  }
+  EXPECT_EQ(gemms, 5);
+  EXPECT_EQ(rows, 1);     // the loss head
+  EXPECT_EQ(mask, 1);     // ReLU mask + bias gradient
+  EXPECT_EQ(regions, 0);
+  EXPECT_EQ(side, 1);     // the SGD updates
+  EXPECT_EQ(launches.size(), 8u);
+}
+
 // ---- GPU-only: execution against the reference ------------------------------------------------
 
 Tensor rand_t(DType dt, std::vector<int64_t> s, std::mt19937& rng, double scale = 1.0) {
@@ -542,6 +572,50 @@ TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
   }
   auto params = cu->read_inputs();
   for (int i = 0; i < 4; ++i) EXPECT_LT(max_err(params[i], ref.params()[i]), 1e-5) << "param " << i;
+}
+
+// train::Trainer on cuda drives the resident API (parameters stay on the GPU; data and scalars
+// written per step, read back on demand) and follows the cpu Trainer.
+TEST(Cuda, TrainerResidentOnCudaMatchesCpu) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  std::vector<int64_t> sizes{784, 32, 10};
+  const int64_t B = 32;
+  Graph loss = models::mlp_loss_graph(sizes, B);
+  train::OptimizerConfig opt;
+  std::vector<Tensor> init = models::mlp_init(sizes, 5);
+  train::Trainer dev(loss, init, opt, {}, on_cuda()), ref(loss, init, opt, {}, CompileOptions{});
+  std::mt19937 rng(29);
+  for (int s = 0; s < 4; ++s) {  // a new batch every step (resident_write of the data inputs)
+    Tensor x = rand_t(DType::f32, {B, 784}, rng), y(DType::i64, {B});
+    for (int64_t i = 0; i < B; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+    double got = dev.step({x, y})[0].get(0), want = ref.step({x, y})[0].get(0);
+    EXPECT_NEAR(got, want, 1e-5) << "step " << s;
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_LT(max_err(dev.params()[i], ref.params()[i]), 1e-5) << "param " << i;
+}
+
+// A plain run() through the same executable overwrites the device inputs; a later resident_write
+// of bytes equal to the last resident write must not be skipped as "unchanged" (last_small_).
+TEST(Cuda, ResidentWriteAfterPlainRunIsNotSkipped) {
+  std::string why;
+  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  Graph g;
+  Builder b(g);
+  ValueId a = b.input("a", DType::f32, {4}), s = b.input("s", DType::f32, {4});
+  b.output(b.mul(a, s));
+  CompiledModel m(g, on_cuda());
+  Executable& e = m.executable();
+  Tensor av = Tensor::from(DType::f32, {4}, std::vector<float>{1, 2, 3, 4});
+  Tensor s1 = Tensor::from(DType::f32, {4}, std::vector<float>{2, 2, 2, 2});
+  Tensor s2 = Tensor::from(DType::f32, {4}, std::vector<float>{5, 5, 5, 5});
+  e.resident_upload({av, s1});
+  e.resident_run(1);
+  EXPECT_EQ(e.resident_read_output(0).get(3), 8.0);
+  EXPECT_EQ(e.run({av, s2})[0].get(3), 20.0);  // the device input s now holds s2
+  e.resident_write(1, s1);                        // same bytes as the last resident write
+  e.resident_run(1);
+  EXPECT_EQ(e.resident_read_output(0).get(3), 8.0);
 }
 
 }  // namespace

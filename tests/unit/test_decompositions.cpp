@@ -129,7 +129,8 @@ static const std::set<std::string> kCovered = {"matmul",      "linear",         
                                                "softmax",     "log_softmax",     "gelu",        "silu",
                                                "relu",        "embedding",       "attention",   "rope",
                                                "reduce_mean", "expand",          "squeeze",     "unsqueeze",
-                                               "dequant_matmul"};  // issue 5: Decomp.DequantMatMul
+                                               "dequant_matmul",   // issue 5: Decomp.DequantMatMul
+                                               "stop_gradient"};   // issue 6: Decomp.StopGradient
 
 TEST(DecompCoverage, EveryHirOpHasCases) {
   for (int i = 0; i < num_ops(); ++i) {
@@ -468,4 +469,19 @@ TEST(Decomp, DequantMatMul) {
       expect_close(reference_run(d, {x, w})[0], reference_run(g, {x, w})[0], dt);
     }
   }
+}
+
+// [issue 6] stop_gradient lowers to its input: no node survives, values are unchanged.
+TEST(Decomp, StopGradient) {
+  CASE(OpKind::StopGradient, {R(f32, {3, 5})});
+  CASE(OpKind::StopGradient, {R(f64, {7})});
+  CASE(OpKind::StopGradient, {R(i32, {2, 6})});
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", DType::f32, {4});
+  b.output(b.mul(b.stop_gradient(x), x));
+  Graph d = decompose_all(g);
+  ASSERT_EQ(d.nodes.size(), 1u);
+  EXPECT_EQ(d.nodes[0].op, OpKind::Mul);
+  EXPECT_EQ(d.nodes[0].inputs[0], d.nodes[0].inputs[1]);  // both operands are x itself
 }

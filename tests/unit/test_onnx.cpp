@@ -5,51 +5,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "formats/onnx/onnx.h"
-#include "onnx/onnx.pb.h"
-#include "rlx/session.h"
+#include "onnx_builders.h"
 
 using namespace rlx;
+using namespace onnx_test;
 namespace fs = std::filesystem;
 
-namespace {
-
-::onnx::ValueInfoProto vi(const std::string& name, int dt, std::vector<std::string> dims) {
-  ::onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* tt = v.mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(dt);
-  for (auto& d : dims) {
-    auto* dim = tt->mutable_shape()->add_dim();
-    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-    else dim->set_dim_param(d);
-  }
-  return v;
-}
-
-::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
-                            std::vector<std::string> out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(op + "_" + out[0]);
-  for (auto& s : in) n->add_input(s);
-  for (auto& s : out) n->add_output(s);
-  return n;
-}
-
-::onnx::ModelProto base_model(int opset = 17) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(opset);
-  return m;
-}
-
-}  // namespace
 
 TEST(Onnx, GemmReluWithInitializersAndSymbolicBatch) {
-  auto m = base_model();
+  auto m = model(17);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", ::onnx::TensorProto::FLOAT, {"batch", "3"});
   *g->add_output() = vi("y", ::onnx::TensorProto::FLOAT, {"batch", "2"});
@@ -79,7 +43,7 @@ TEST(Onnx, GemmReluWithInitializersAndSymbolicBatch) {
 }
 
 TEST(Onnx, ShapeArithmeticFoldsIntoStaticReshape) {
-  auto m = base_model(13);
+  auto m = model(13);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", ::onnx::TensorProto::FLOAT, {"2", "3", "4"});
   *g->add_output() = vi("y", ::onnx::TensorProto::FLOAT, {"6", "4"});
@@ -108,7 +72,7 @@ TEST(Onnx, ShapeArithmeticFoldsIntoStaticReshape) {
 }
 
 TEST(Onnx, UnsupportedOpNamesNodeAndOp) {
-  auto m = base_model();
+  auto m = model(17);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", ::onnx::TensorProto::FLOAT, {"2"});
   *g->add_output() = vi("y", ::onnx::TensorProto::FLOAT, {"2"});
@@ -124,7 +88,7 @@ TEST(Onnx, UnsupportedOpNamesNodeAndOp) {
 }
 
 TEST(Onnx, TruncatedAndGarbageInputGiveClearErrors) {
-  auto m = base_model();
+  auto m = model(17);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", ::onnx::TensorProto::FLOAT, {"2"});
   *g->add_output() = vi("y", ::onnx::TensorProto::FLOAT, {"2"});
@@ -150,7 +114,7 @@ TEST(Onnx, ExternalDataAndMultipleOutputs) {
     float vals[4] = {0, 10, 20, 30};
     f.write(reinterpret_cast<const char*>(vals), sizeof vals);
   }
-  auto m = base_model(18);
+  auto m = model(18);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", ::onnx::TensorProto::FLOAT, {"4"});
   *g->add_output() = vi("a", ::onnx::TensorProto::FLOAT, {"2"});
@@ -190,7 +154,7 @@ TEST(Onnx, ExternalDataAndMultipleOutputs) {
 TEST(Onnx, CliInspectRunAndCompile) {
   fs::path dir = fs::temp_directory_path() / ("rlx_onnx_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  auto m = base_model(17);
+  auto m = model(17);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", ::onnx::TensorProto::FLOAT, {"n", "4"});
   *g->add_output() = vi("y", ::onnx::TensorProto::FLOAT, {"n", "4"});

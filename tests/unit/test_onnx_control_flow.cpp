@@ -3,100 +3,18 @@
 // Models are built in memory with the ONNX protos and run on cpu.
 #include <gtest/gtest.h>
 
-#include "formats/onnx/onnx.h"
-#include "onnx/onnx.pb.h"
-#include "rlx/session.h"
+#include "onnx_builders.h"
 
 using namespace rlx;
+using namespace onnx_test;
 
 namespace {
-
-using TP = ::onnx::TensorProto;
-
-::onnx::ValueInfoProto vi(const std::string& name, int dt, std::vector<int64_t> dims) {
-  ::onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* tt = v.mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(dt);
-  auto* sh = tt->mutable_shape();
-  for (auto d : dims) sh->add_dim()->set_dim_value(d);
-  return v;
-}
-
-::onnx::ValueInfoProto seq_vi(const std::string& name, int dt) {
-  ::onnx::ValueInfoProto v;
-  v.set_name(name);
-  v.mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(dt);
-  return v;
-}
-
-::onnx::NodeProto* node(::onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
-                        std::vector<std::string> out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(op + "_" + out[0]);
-  for (auto& s : in) n->add_input(s);
-  for (auto& s : out) n->add_output(s);
-  return n;
-}
-
-void attr_i(::onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void attr_ints(::onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::INTS);
-  for (auto x : v) a->add_ints(x);
-}
-
-::onnx::GraphProto* attr_g(::onnx::NodeProto* n, const std::string& name) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::GRAPH);
-  a->mutable_g()->set_name(name);
-  return a->mutable_g();
-}
-
-// A Constant node producing a tensor.
-void constant(::onnx::GraphProto* g, const std::string& out, int dt, std::vector<int64_t> dims, std::vector<double> vals) {
-  auto* n = node(g, "Constant", {}, {out});
-  auto* a = n->add_attribute();
-  a->set_name("value");
-  a->set_type(::onnx::AttributeProto::TENSOR);
-  auto* t = a->mutable_t();
-  t->set_data_type(dt);
-  for (auto d : dims) t->add_dims(d);
-  for (double v : vals) {
-    if (dt == TP::FLOAT) t->add_float_data(static_cast<float>(v));
-    else if (dt == TP::INT64) t->add_int64_data(static_cast<int64_t>(v));
-    else t->add_int32_data(static_cast<int32_t>(v));
-  }
-}
-
-::onnx::ModelProto model(int opset) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(opset);
-  return m;
-}
 
 Tensor f32(std::vector<int64_t> s, std::vector<float> v) { return Tensor::from<float>(DType::f32, s, v); }
 Tensor boolean(bool b) {
   Tensor t(DType::boolean, {});
   t.set_int(0, b);
   return t;
-}
-
-std::vector<Tensor> run(Graph g, std::vector<Tensor> ins) {
-  CompiledModel cm(std::move(g), CompileOptions{});
-  return cm.run(ins);
 }
 
 // If(cond): then y = x + 1, else y = x * 2 (else may be replaced by an unconvertible op).
@@ -107,14 +25,14 @@ std::vector<Tensor> run(Graph g, std::vector<Tensor> ins) {
   if (cond_is_input) *g->add_input() = vi("c", TP::BOOL, {});
   else constant(g, "c", TP::BOOL, {}, {cond_value ? 1.0 : 0.0});
   *g->add_output() = vi("y", TP::FLOAT, {2});
-  auto* n = node(g, "If", {"c"}, {"y"});
+  auto* n = add_node(g, "If", {"c"}, {"y"});
   auto* tb = attr_g(n, "then_branch");
   constant(tb, "one", TP::FLOAT, {}, {1});
-  node(tb, "Add", {"x", "one"}, {"t"});
+  add_node(tb, "Add", {"x", "one"}, {"t"});
   *tb->add_output() = vi("t", TP::FLOAT, {2});
   auto* eb = attr_g(n, "else_branch");
   constant(eb, "two", TP::FLOAT, {}, {2});
-  node(eb, bad_else ? "NoSuchOp" : "Mul", {"x", "two"}, {"e"});
+  add_node(eb, bad_else ? "NoSuchOp" : "Mul", {"x", "two"}, {"e"});
   *eb->add_output() = vi("e", TP::FLOAT, {2});
   return m;
 }
@@ -159,24 +77,24 @@ namespace {
   constant(g, "c0", TP::BOOL, {}, {1});
   std::vector<std::string> outs{"y"};
   if (with_scan) outs.push_back("ys");
-  auto* n = node(g, "Loop", {"M", "c0", "y0"}, outs);
+  auto* n = add_node(g, "Loop", {"M", "c0", "y0"}, outs);
   auto* b = attr_g(n, "body");
   *b->add_input() = vi("i", TP::INT64, {});
   *b->add_input() = vi("cin", TP::BOOL, {});
   *b->add_input() = vi("yin", TP::FLOAT, {1});
   constant(b, "two", TP::FLOAT, {}, {2});
-  node(b, "Mul", {"yin", "two"}, {"yout"});
+  add_node(b, "Mul", {"yin", "two"}, {"yout"});
   if (runtime_cond) {
     constant(b, "lim", TP::FLOAT, {1}, {10});
-    node(b, "Less", {"yout", "lim"}, {"cl"});
-    node(b, "Squeeze", {"cl"}, {"cout"});
+    add_node(b, "Less", {"yout", "lim"}, {"cl"});
+    add_node(b, "Squeeze", {"cl"}, {"cout"});
   } else {
-    node(b, "Identity", {"cin"}, {"cout"});
+    add_node(b, "Identity", {"cin"}, {"cout"});
   }
   *b->add_output() = vi("cout", TP::BOOL, {});
   *b->add_output() = vi("yout", TP::FLOAT, {1});
   if (with_scan) {
-    node(b, "Identity", {"yout"}, {"sout"});
+    add_node(b, "Identity", {"yout"}, {"sout"});
     *b->add_output() = vi("sout", TP::FLOAT, {1});
   }
   return m;
@@ -211,6 +129,36 @@ TEST(OnnxControlFlow, LoopBeyondTheUnrollLimitFailsClearly) {
   }
 }
 
+// A Loop without a trip count whose condition (x + 1 < limit) is only known from a fed start value:
+// the importer evaluates the condition each iteration from the fed value. Each evaluation reuses the
+// previous ones (the chain behind iteration t is t adds deep; a depth-limited, memo-less fold gave
+// up past ~500 iterations and then had no trip count to fall back on).
+TEST(OnnxControlFlow, LoopConditionFromFedValuesFoldsThroughDeepChains) {
+  auto m = model(17);
+  auto* g = m.mutable_graph();
+  *g->add_input() = vi("start", TP::INT64, {});
+  *g->add_output() = vi("x", TP::INT64, {});
+  constant(g, "c0", TP::BOOL, {}, {1});
+  auto* b = attr_g(add_node(g, "Loop", {"", "c0", "start"}, {"x"}), "body");
+  *b->add_input() = vi("it", TP::INT64, {});
+  *b->add_input() = vi("cin", TP::BOOL, {});
+  *b->add_input() = vi("xin", TP::INT64, {});
+  constant(b, "one", TP::INT64, {}, {1});
+  constant(b, "limit", TP::INT64, {}, {700});
+  add_node(b, "Add", {"xin", "one"}, {"xout"});
+  add_node(b, "Less", {"xout", "limit"}, {"cout"});
+  *b->add_output() = vi("cout", TP::BOOL, {});
+  *b->add_output() = vi("xout", TP::INT64, {});
+  rlx::onnx::ImportOptions o;
+  Tensor start(DType::i64, {});
+  start.set_int(0, 3);
+  o.input_values["start"] = start;
+  Graph gr = import(m, o);
+  EXPECT_EQ(run(std::move(gr), {start})[0].get_int(0), 700);
+  // Without the fed value the condition is a run-time value and there is no trip count to unroll by.
+  EXPECT_NE(import_error(m).find("no trip count"), std::string::npos) << import_error(m);
+}
+
 TEST(OnnxControlFlow, ScanReverseDirectionAndCarriedState) {
   auto m = model(17);
   auto* g = m.mutable_graph();
@@ -218,14 +166,14 @@ TEST(OnnxControlFlow, ScanReverseDirectionAndCarriedState) {
   *g->add_input() = vi("x", TP::FLOAT, {3, 2});
   *g->add_output() = vi("s", TP::FLOAT, {2});
   *g->add_output() = vi("z", TP::FLOAT, {3, 2});
-  auto* n = node(g, "Scan", {"s0", "x"}, {"s", "z"});
+  auto* n = add_node(g, "Scan", {"s0", "x"}, {"s", "z"});
   attr_i(n, "num_scan_inputs", 1);
   attr_ints(n, "scan_input_directions", {1});
   auto* b = attr_g(n, "body");
   *b->add_input() = vi("sin", TP::FLOAT, {2});
   *b->add_input() = vi("xi", TP::FLOAT, {2});
-  node(b, "Add", {"sin", "xi"}, {"sout"});
-  node(b, "Identity", {"sout"}, {"zo"});
+  add_node(b, "Add", {"sin", "xi"}, {"sout"});
+  add_node(b, "Identity", {"sout"}, {"zo"});
   *b->add_output() = vi("sout", TP::FLOAT, {2});
   *b->add_output() = vi("zo", TP::FLOAT, {2});
   Graph gr = rlx::onnx::import_onnx(m.SerializeAsString(), "", "mem");
@@ -250,10 +198,10 @@ TEST(OnnxSequences, SequenceInputsAndOutputsAreFlattenedPerElement) {
   *g->add_output() = vi("stacked", TP::FLOAT, {3, 2});
   constant(g, "zero", TP::INT64, {}, {0});
   constant(g, "m1", TP::INT64, {}, {-1});
-  node(g, "SequenceInsert", {"seq", "t", "zero"}, {"out"});
-  node(g, "SequenceLength", {"out"}, {"n"});
-  node(g, "SequenceAt", {"out", "m1"}, {"last"});
-  attr_i(node(g, "ConcatFromSequence", {"out"}, {"stacked"}), "new_axis", 1);
+  add_node(g, "SequenceInsert", {"seq", "t", "zero"}, {"out"});
+  add_node(g, "SequenceLength", {"out"}, {"n"});
+  add_node(g, "SequenceAt", {"out", "m1"}, {"last"});
+  attr_i(add_node(g, "ConcatFromSequence", {"out"}, {"stacked"}), "new_axis", 1);
   rlx::onnx::ImportOptions o;
   o.sequence_lengths["seq"] = 2;
   o.input_shapes["seq[0]"] = {2};
@@ -289,7 +237,7 @@ TEST(OnnxTraining, SeededTrainingDropoutMatchesNumpyLegacyStream) {
   *g->add_output() = vi("mask", TP::BOOL, {10});
   constant(g, "r", TP::FLOAT, {}, {0.5});
   constant(g, "t", TP::BOOL, {}, {1});
-  attr_i(node(g, "Dropout", {"x", "r", "t"}, {"y", "mask"}), "seed", 0);
+  attr_i(add_node(g, "Dropout", {"x", "r", "t"}, {"y", "mask"}), "seed", 0);
   Graph gr = rlx::onnx::import_onnx(m.SerializeAsString(), "", "mem");
   auto r = run(std::move(gr), {f32({10}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 3})});
   std::vector<int> want{1, 1, 1, 1, 0, 1, 0, 1, 1, 0};
@@ -313,7 +261,7 @@ TEST(OnnxTraining, NesterovMomentumUsesBetaOnlyAfterTheFirstStep) {
   *g->add_input() = vi("V", TP::FLOAT, {1});
   *g->add_output() = vi("Xn", TP::FLOAT, {1});
   *g->add_output() = vi("Vn", TP::FLOAT, {1});
-  auto* n = node(g, "Momentum", {"R", "T", "X", "G", "V"}, {"Xn", "Vn"});
+  auto* n = add_node(g, "Momentum", {"R", "T", "X", "G", "V"}, {"Xn", "Vn"});
   n->set_domain("ai.onnx.preview.training");
   auto fattr = [&](const char* name, float v) {
     auto* a = n->add_attribute();

@@ -9,14 +9,14 @@
 
 #include "formats/onnx/onnx.h"
 #include "formats/onnx/storage_formats.h"
-#include "onnx/onnx.pb.h"
+#include "onnx_builders.h"
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
 
 using namespace rlx;
-using TP = ::onnx::TensorProto;
+using namespace onnx_test;
 
 namespace {
 
@@ -44,39 +44,17 @@ void expect_same(double got, double want, const std::string& what) {
   else EXPECT_EQ(got, want) << what;
 }
 
-::onnx::ValueInfoProto vi(const std::string& name, int dt, int64_t n) {
-  ::onnx::ValueInfoProto v;
-  v.set_name(name);
-  v.mutable_type()->mutable_tensor_type()->set_elem_type(dt);
-  v.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(n);
-  return v;
-}
-
 // y = Cast(x, to) with x f32[n]; returns the imported graph's output on `xs`.
 Tensor onnx_cast(const std::vector<float>& xs, int to, int saturate) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(10);
-  m.add_opset_import()->set_version(23);
+  auto m = model(23, 10);
   auto* g = m.mutable_graph();
   int64_t n = static_cast<int64_t>(xs.size());
-  *g->add_input() = vi("x", TP::FLOAT, n);
-  *g->add_output() = vi("y", to, n);
-  auto* nd = g->add_node();
-  nd->set_op_type("Cast");
-  nd->add_input("x");
-  nd->add_output("y");
-  auto* a = nd->add_attribute();
-  a->set_name("to");
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(to);
-  auto* s = nd->add_attribute();
-  s->set_name("saturate");
-  s->set_type(::onnx::AttributeProto::INT);
-  s->set_i(saturate);
-  Graph gr = rlx::onnx::import_onnx(m.SerializeAsString(), "", "mem");
-  CompiledModel cm(std::move(gr), CompileOptions{});
-  std::vector<Tensor> ins{Tensor::from<float>(DType::f32, {n}, xs)};
-  return cm.run(ins)[0];
+  *g->add_input() = vi("x", TP::FLOAT, {n});
+  *g->add_output() = vi("y", to, {n});
+  auto* nd = add_node(g, "Cast", {"x"}, {"y"});
+  attr_i(nd, "to", to);
+  attr_i(nd, "saturate", saturate);
+  return run(m, {Tensor::from<float>(DType::f32, {n}, xs)})[0];
 }
 
 }  // namespace

@@ -5,61 +5,14 @@
 
 #include <cmath>
 
-#include "formats/onnx/onnx.h"
 #include "formats/onnx/ops_util.h"
-#include "onnx/onnx.pb.h"
+#include "onnx_builders.h"
 #include "rlx/session.h"
 
 using namespace rlx;
+using namespace onnx_test;
 
 namespace {
-
-::onnx::ValueInfoProto vi(const std::string& name, int dt, std::vector<int64_t> dims) {
-  ::onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* tt = v.mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(dt);
-  for (auto d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  return v;
-}
-
-::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
-                            std::vector<std::string> out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(op + "_" + out[0]);
-  for (auto& s : in) n->add_input(s);
-  for (auto& s : out) n->add_output(s);
-  return n;
-}
-
-void attr_s(::onnx::NodeProto* n, const char* name, const std::string& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::STRING);
-  a->set_s(v);
-}
-void attr_i(::onnx::NodeProto* n, const char* name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-::onnx::ModelProto model(int opset) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(10);
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(opset);
-  return m;
-}
-
-std::vector<Tensor> run(const ::onnx::ModelProto& m, std::vector<Tensor> in) {
-  Graph g = rlx::onnx::import_onnx(m.SerializeAsString(), "", "mem");
-  CompiledModel cm(std::move(g), CompileOptions{});
-  return cm.run(in);
-}
 
 Tensor ramp(std::vector<int64_t> shape, double scale, double off) {
   Tensor t(DType::f32, shape);
@@ -93,7 +46,7 @@ TEST(OnnxOps, EinsumParseExplicitImplicitAndEllipsis) {
 }
 
 TEST(OnnxOps, EinsumContractionDiagonalAndSumMatchLoops) {
-  auto m = model(12);
+  auto m = model(12, 10);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("a", 1, {2, 3, 3});
   *g->add_input() = vi("b", 1, {3, 4});
@@ -112,7 +65,7 @@ TEST(OnnxOps, EinsumContractionDiagonalAndSumMatchLoops) {
 }
 
 TEST(OnnxOps, AtanAsinAcosMatchLibm) {
-  auto m = model(13);
+  auto m = model(13, 10);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", 1, {7});
   *g->add_input() = vi("u", 1, {7});
@@ -132,7 +85,7 @@ TEST(OnnxOps, AtanAsinAcosMatchLibm) {
 
 TEST(OnnxOps, GruUnrolledMatchesHandRecurrence) {
   // One direction, 2 steps, batch 1, input 1, hidden 1; default activations (sigmoid, tanh).
-  auto m = model(14);
+  auto m = model(14, 10);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("X", 1, {2, 1, 1});
   *g->add_output() = vi("Y", 1, {2, 1, 1, 1});
@@ -160,7 +113,7 @@ TEST(OnnxOps, GruUnrolledMatchesHandRecurrence) {
 }
 
 TEST(OnnxOps, NonMaxSuppressionNeedsImportTimeValues) {
-  auto m = model(11);
+  auto m = model(11, 10);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("boxes", 1, {1, 2, 4});
   *g->add_input() = vi("scores", 1, {1, 1, 2});
@@ -176,7 +129,7 @@ TEST(OnnxOps, NonMaxSuppressionNeedsImportTimeValues) {
 
 TEST(OnnxOps, DftOnesidedAndInverseMatchDirectSums) {
   // x [1, 6, 1] real; DFT (opset 20, axis -2 default) one-sided -> [1, 4, 2]; then its IRFFT back.
-  auto m = model(20);
+  auto m = model(20, 10);
   auto* g = m.mutable_graph();
   *g->add_input() = vi("x", 1, {1, 6, 1});
   *g->add_output() = vi("y", 1, {1, 4, 2});

@@ -4,57 +4,28 @@
 
 #include <random>
 
-#include "formats/onnx/onnx.h"
-#include "onnx/onnx.pb.h"
-#include "rlx/session.h"
+#include "onnx_builders.h"
 
 using namespace rlx;
+using namespace onnx_test;
 
 namespace {
 
 ::onnx::ModelProto relu_model(std::vector<int64_t> in_dims = {2, 3}) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
+  auto m = model(17);
   auto* g = m.mutable_graph();
   g->set_name("g");
-  auto add_vi = [](::onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(::onnx::TensorProto::FLOAT);
-    for (auto d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  add_vi(g->add_input(), "x", in_dims);
-  add_vi(g->add_output(), "y", in_dims);
+  *g->add_input() = vi("x", TP::FLOAT, dims_of(in_dims));
+  *g->add_output() = vi("y", TP::FLOAT, dims_of(in_dims));
   auto* w = g->add_initializer();  // raw_data long enough that cuts land inside it
   w->set_name("w");
-  w->set_data_type(::onnx::TensorProto::FLOAT);
+  w->set_data_type(TP::FLOAT);
   w->add_dims(in_dims.back());
   std::vector<float> v(static_cast<size_t>(in_dims.back()), 0.5f);
   w->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
-  auto* a = g->add_node();
-  a->set_op_type("Add");
-  a->set_name("add");
-  a->add_input("x");
-  a->add_input("w");
-  a->add_output("s");
-  auto* r = g->add_node();
-  r->set_op_type("Relu");
-  r->set_name("relu");
-  r->add_input("s");
-  r->add_output("y");
+  add_node(g, "Add", {"x", "w"}, {"s"})->set_name("add");
+  add_node(g, "Relu", {"s"}, {"y"})->set_name("relu");
   return m;
-}
-
-std::string import_error(const std::string& bytes) {
-  try {
-    rlx::onnx::import_onnx(bytes, "", "m.onnx");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -145,4 +116,85 @@ TEST(OnnxRobustness, CyclicGraphsAreClearErrors) {
   e = import_error(m.SerializeAsString());
   EXPECT_NE(e.find("node 'self' (Relu)"), std::string::npos) << e;
   EXPECT_NE(e.find("not defined before use"), std::string::npos) << e;
+}
+
+namespace {
+// One conv/pool node `op` over x [1, 1, 4, 4] with 2x2 windows and the window attributes given.
+::onnx::ModelProto window_model(const std::string& op, std::vector<int64_t> strides, std::vector<int64_t> pads) {
+  auto m = model(19);
+  auto* g = m.mutable_graph();
+  bool quant = op == "QLinearConv" || op == "ConvInteger";
+  int xt = quant ? TP::UINT8 : TP::FLOAT;
+  *g->add_input() = vi("x", xt, {1, 1, 4, 4});
+  std::vector<std::string> ins{"x"};
+  if (op == "QLinearConv") {
+    for (auto [n, t] : std::vector<std::pair<const char*, int>>{{"xs", TP::FLOAT}, {"xz", TP::UINT8}}) *g->add_input() = vi(n, t, {});
+    ins = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+    for (auto [n, t] : std::vector<std::pair<const char*, int>>{{"ws", TP::FLOAT}, {"wz", TP::UINT8}, {"ys", TP::FLOAT}, {"yz", TP::UINT8}})
+      *g->add_input() = vi(n, t, {});
+  } else if (op != "LpPool" && op != "MaxPool") {
+    ins.push_back("w");
+  }
+  if (ins.size() > 1) *g->add_input() = vi("w", xt, {1, 1, 2, 2});
+  int64_t out = op == "ConvTranspose" ? 5 : 3;
+  *g->add_output() = vi("y", op == "ConvInteger" ? TP::INT32 : xt, {1, 1, out, out});
+  auto* n = add_node(g, op, ins, {"y"});
+  if (op == "LpPool" || op == "MaxPool") attr_ints(n, "kernel_shape", {2, 2});
+  attr_ints(n, "strides", strides);
+  if (!pads.empty()) attr_ints(n, "pads", pads);
+  return m;
+}
+}  // namespace
+
+// Every conv/pool converter resolves its padding and checks its window attributes in one place
+// (conv_window/pool_window): LpPool, QLinearConv/ConvInteger and ConvTranspose once had their own
+// copies without the checks.
+TEST(OnnxRobustness, ConvAndPoolWindowAttributesAreCheckedByEveryConverter) {
+  for (const char* op : {"Conv", "MaxPool", "LpPool", "QLinearConv", "ConvInteger", "ConvTranspose"}) {
+    EXPECT_EQ(import_error(window_model(op, {1, 1}, {0, 0, 0, 0})), "") << op;
+    std::string e = import_error(window_model(op, {0, 1}, {}));
+    EXPECT_NE(e.find(std::string("node '") + op + "_y' (" + op + "): kernel, strides and dilations must be positive"),
+              std::string::npos) << op << ": " << e;
+    e = import_error(window_model(op, {1, 1}, {0, 0, 0}));
+    EXPECT_NE(e.find("pads must have 2 x spatial-rank entries"), std::string::npos) << op << ": " << e;
+    if (std::string(op) == "ConvTranspose") continue;  // its pads crop the output: its own rule
+    e = import_error(window_model(op, {1, 1}, {0, -1, 0, 0}));
+    EXPECT_NE(e.find("pads must be non-negative"), std::string::npos) << op << ": " << e;
+  }
+}
+
+TEST(OnnxRobustness, TriluAndGroupNormalizationCheckTheirInputs) {
+  auto trilu = [](std::vector<int64_t> dims) {
+    auto m = model(14);
+    auto* g = m.mutable_graph();
+    *g->add_input() = vi("x", TP::FLOAT, dims_of(dims));
+    *g->add_output() = vi("y", TP::FLOAT, dims_of(dims));
+    add_node(g, "Trilu", {"x"}, {"y"});
+    return m;
+  };
+  EXPECT_EQ(import_error(trilu({2, 3})), "");
+  std::string e = import_error(trilu({3}));
+  EXPECT_NE(e.find("node 'Trilu_y' (Trilu): input must have rank >= 2"), std::string::npos) << e;
+  EXPECT_NE(import_error(trilu({})).find("rank >= 2"), std::string::npos);
+
+  auto group_norm = [](std::vector<int64_t> dims, int64_t groups, int64_t scale_len, int opset) {
+    auto m = model(opset);
+    auto* g = m.mutable_graph();
+    *g->add_input() = vi("x", TP::FLOAT, dims_of(dims));
+    *g->add_input() = vi("s", TP::FLOAT, {scale_len});
+    *g->add_input() = vi("b", TP::FLOAT, {scale_len});
+    *g->add_output() = vi("y", TP::FLOAT, dims_of(dims));
+    attr_i(add_node(g, "GroupNormalization", {"x", "s", "b"}, {"y"}), "num_groups", groups);
+    return m;
+  };
+  EXPECT_EQ(import_error(group_norm({2, 4, 3}, 2, 4, 21)), "");
+  EXPECT_EQ(import_error(group_norm({2, 4}, 2, 4, 21)), "");
+  EXPECT_EQ(import_error(group_norm({2, 4, 3}, 2, 2, 18)), "");  // opset 18: one scale per group
+  e = import_error(group_norm({4}, 2, 4, 21));
+  EXPECT_NE(e.find("node 'GroupNormalization_y' (GroupNormalization): X must have rank >= 2"), std::string::npos) << e;
+  e = import_error(group_norm({2, 4, 3}, 3, 4, 21));
+  EXPECT_NE(e.find("num_groups 3 must be positive and divide the 4 channels"), std::string::npos) << e;
+  EXPECT_NE(import_error(group_norm({2, 4, 3}, 0, 4, 21)).find("must be positive"), std::string::npos);
+  e = import_error(group_norm({2, 4, 3}, 2, 2, 21));
+  EXPECT_NE(e.find("scale must have shape [4] (one per channel)"), std::string::npos) << e;
 }

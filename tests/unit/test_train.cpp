@@ -15,6 +15,7 @@
 #include "data/idx.h"
 #include "models/mlp.h"
 #include "rlx/builder.h"
+#include "runtime/backend.h"
 #include "train/train.h"
 
 using namespace rlx;
@@ -158,6 +159,219 @@ TEST(TrainStep, CheckpointResumeIsBitIdentical) {
     ASSERT_EQ(std::memcmp(a.params()[p].raw(), b.params()[p].raw(), a.params()[p].nbytes()), 0) << "param " << p;
 }
 
+// [issue 6] Resuming is bit-identical for every piece of trainer state: f16 AMP's dynamic loss
+// scale (value, growth counter, skipped count), Adam/AdamW moments and bias correction, and the
+// lr schedule's step. Train N steps, save, continue M; a fresh trainer loads and runs M: the same
+// parameters, state, losses and loss scale, bit for bit.
+namespace {
+void expect_same(train::Trainer& a, train::Trainer& b) {
+  ASSERT_EQ(a.step_count(), b.step_count());
+  for (size_t p = 0; p < a.params().size(); ++p)
+    ASSERT_EQ(std::memcmp(a.params()[p].raw(), b.params()[p].raw(), a.params()[p].nbytes()), 0) << "param " << p;
+  for (size_t p = 0; p < a.state().size(); ++p)
+    ASSERT_EQ(std::memcmp(a.state()[p].raw(), b.state()[p].raw(), a.state()[p].nbytes()), 0) << "state " << p;
+  EXPECT_EQ(a.loss_scale(), b.loss_scale());
+  EXPECT_EQ(a.skipped_steps(), b.skipped_steps());
+  EXPECT_EQ(a.current_lr(), b.current_lr());
+}
+void resume_case(const train::OptimizerConfig& c, const train::LrSchedule& sched, const train::AmpConfig& amp,
+                 const std::string& tag) {
+  auto loss = models::mlp_loss_graph({6, 5, 3}, 4);
+  Tensor x(DType::f32, {4, 6}), y(DType::i64, {4});
+  auto batch = [&](int s) {
+    for (int i = 0; i < 24; ++i) x.set(i, std::sin(0.7 * i + s));
+    for (int i = 0; i < 4; ++i) y.set_int(i, (i + s) % 3);
+  };
+  const int N = 12, M = 15;
+  train::Trainer a(loss, models::mlp_init({6, 5, 3}, 2), c, sched, {}, amp);
+  for (int s = 0; s < N; ++s) batch(s), a.step({x, y});
+  std::string path = (std::filesystem::temp_directory_path() / ("rlx_resume_" + tag + ".safetensors")).string();
+  a.save(path);
+  std::vector<double> la, lb;
+  for (int s = N; s < N + M; ++s) batch(s), la.push_back(a.step({x, y})[0].get(0));
+  train::Trainer b(loss, models::mlp_init({6, 5, 3}, 77), c, sched, {}, amp);
+  b.load(path);
+  EXPECT_EQ(b.step_count(), N);
+  for (int s = N; s < N + M; ++s) batch(s), lb.push_back(b.step({x, y})[0].get(0));
+  EXPECT_EQ(la, lb) << tag;
+  expect_same(a, b);
+  std::filesystem::remove(path);
+}
+}  // namespace
+
+TEST(TrainCheckpoint, AmpF16LossScaleResumeIsBitIdentical) {
+  train::OptimizerConfig c;
+  c.momentum = 0.9;
+  train::AmpConfig amp;
+  amp.dtype = DType::f16;
+  amp.init_scale = std::ldexp(1.0, 36);  // overflows first: skipped steps, then growth every 3 good steps
+  amp.growth_interval = 3;
+  resume_case(c, {}, amp, "amp_f16");
+  // the scale really moved during the run, so restoring it matters
+  train::Trainer t(models::mlp_loss_graph({6, 5, 3}, 4), models::mlp_init({6, 5, 3}, 2), c, {}, {}, amp);
+  Tensor x(DType::f32, {4, 6}), y(DType::i64, {4});
+  for (int i = 0; i < 24; ++i) x.set(i, std::sin(0.7 * i));
+  for (int s = 0; s < 12; ++s) t.step({x, y});
+  EXPECT_GT(t.skipped_steps(), 0);
+  EXPECT_NE(t.loss_scale(), amp.init_scale);
+}
+
+TEST(TrainCheckpoint, AdamAndAdamWWithScheduleResumeIsBitIdentical) {
+  train::OptimizerConfig c;
+  c.kind = "adamw";
+  c.lr = 0.01;
+  c.weight_decay = 0.05;
+  train::LrSchedule cosine;
+  cosine.kind = "cosine";
+  cosine.warmup = 5;
+  cosine.total = 30;
+  resume_case(c, cosine, {}, "adamw_cosine");
+  c.kind = "adam";
+  train::LrSchedule step;
+  step.kind = "step";
+  step.step_size = 7;
+  step.gamma = 0.5;
+  resume_case(c, step, {}, "adam_step");
+  c.kind = "sgd";
+  c.momentum = 0.9;
+  c.nesterov = true;
+  resume_case(c, cosine, {}, "sgd_nesterov_cosine");
+}
+
+TEST(TrainCheckpoint, LoadRejectsMismatchedTrainers) {
+  auto loss = models::mlp_loss_graph({6, 5, 3}, 4);
+  train::OptimizerConfig adam;
+  adam.kind = "adam";
+  train::Trainer a(loss, models::mlp_init({6, 5, 3}, 2), adam);
+  std::string path = (std::filesystem::temp_directory_path() / "rlx_resume_mismatch.safetensors").string();
+  a.save(path);
+  train::OptimizerConfig adamw = adam;
+  adamw.kind = "adamw";
+  train::Trainer b(loss, models::mlp_init({6, 5, 3}, 2), adamw);
+  try {
+    b.load(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer 'adam'"), std::string::npos) << e.what();
+  }
+  train::AmpConfig amp;
+  amp.dtype = DType::f16;
+  train::Trainer c(loss, models::mlp_init({6, 5, 3}, 2), adam, {}, {}, amp);
+  try {
+    c.load(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loss_scale"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+// [issue 6] advance() runs a step without reading anything back; outputs() reads the loss when
+// asked. k advances + one read equal k steps of an identical trainer, bit for bit.
+TEST(TrainStep, AdvanceReadsNothingAndMatchesStep) {
+  auto loss = models::mlp_loss_graph({6, 5, 3}, 4);
+  train::OptimizerConfig c;
+  c.momentum = 0.9;
+  train::Trainer a(loss, models::mlp_init({6, 5, 3}, 3), c), b(loss, models::mlp_init({6, 5, 3}, 3), c);
+  Tensor x(DType::f32, {4, 6}), y(DType::i64, {4});
+  for (int i = 0; i < 24; ++i) x.set(i, std::cos(0.3 * i));
+  for (int i = 0; i < 4; ++i) y.set_int(i, i % 3);
+  EXPECT_THROW(a.outputs(), Error);  // nothing ran yet
+  double lb = 0;
+  for (int s = 0; s < 5; ++s) {
+    a.advance({x, y});
+    lb = b.step({x, y})[0].get(0);
+  }
+  EXPECT_EQ(a.outputs()[0].get(0), lb);
+  expect_same(a, b);
+  Tensor bad(DType::f32, {5, 6});
+  try {
+    a.advance({bad, y});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data input 'x'"), std::string::npos) << e.what();
+  }
+}
+
+// [issue 6] Executable's resident API, host default (what train::Trainer drives on every device):
+// output 1 feeds input 0 after each run; one input replaced between runs; reads on demand.
+TEST(TrainResident, HostDefaultFeedsOutputsBackWithoutCopies) {
+  Graph g;
+  Builder b(g);
+  ValueId p = b.input("p", DType::f32, {3}), d = b.input("d", DType::f32, {3});
+  b.output(b.reduce(OpKind::ReduceSum, b.mul(p, d), {0}, false));
+  b.output(b.add(p, d));
+  CompiledModel m(g, CompileOptions{});
+  Executable& e = m.executable();
+  e.resident_feedback({{1, 0}});
+  e.resident_upload({Tensor::from(DType::f32, {3}, std::vector<float>{1, 2, 3}),
+                     Tensor::from(DType::f32, {3}, std::vector<float>{1, 1, 1})});
+  e.resident_run(3);  // p: 1,2,3 -> 4,5,6; the last run's loss = sum((3,4,5) * 1)
+  EXPECT_EQ(e.resident_read_input(0).get(2), 6.0);
+  EXPECT_EQ(e.resident_read_output(1).get(0), 4.0);  // a fed-back output reads as the new input
+  EXPECT_EQ(e.resident_read_output(0).get(0), 12.0);
+  std::set<const void*> bufs;
+  e.resident_write(1, Tensor::from(DType::f32, {3}, std::vector<float>{0.5f, 0.5f, 0.5f}));
+  for (int r = 0; r < 4; ++r) {
+    e.resident_run(1);
+    bufs.insert(e.resident_read_input(0).raw());
+  }
+  EXPECT_EQ(bufs.size(), 2u);  // two buffers swapped, nothing allocated per run
+  EXPECT_EQ(e.resident_read_input(0).get(0), 6.0);
+  EXPECT_THROW(e.resident_write(5, Tensor()), Error);
+}
+
+// [issue 6] Outputs that are inputs passed through (an update folded to the identity: q' = q; an
+// output reading a parameter unchanged: p) must not share a buffer with a live input after the
+// feedback swaps: every run's outputs equal the reference values.
+TEST(TrainResident, HostDefaultPassThroughOutputsDoNotAliasInputs) {
+  Graph g;
+  Builder b(g);
+  ValueId p = b.input("p", DType::f32, {3}), q = b.input("q", DType::f32, {3}), d = b.input("d", DType::f32, {3});
+  b.output(p);           // 0: the parameter before the update (not fed back)
+  b.output(b.add(p, d)); // 1: p' = p + d, fed back to p
+  b.output(q);           // 2: q' = q, fed back to q
+  CompiledModel m(g, CompileOptions{});
+  Executable& e = m.executable();
+  e.resident_feedback({{1, 0}, {2, 1}});
+  e.resident_upload({Tensor::from(DType::f32, {3}, std::vector<float>{1, 2, 3}),
+                     Tensor::from(DType::f32, {3}, std::vector<float>{7, 8, 9}),
+                     Tensor::from(DType::f32, {3}, std::vector<float>{1, 1, 1})});
+  for (int r = 0; r < 5; ++r) {
+    e.resident_run(1);
+    SCOPED_TRACE("run " + std::to_string(r));
+    EXPECT_EQ(e.resident_read_output(0).get(0), 1.0 + r);  // p before this run's update
+    EXPECT_EQ(e.resident_read_input(0).get(0), 2.0 + r);   // p after it
+    EXPECT_EQ(e.resident_read_output(1).get(2), 4.0 + r);
+    EXPECT_EQ(e.resident_read_input(1).get(1), 8.0);
+    EXPECT_EQ(e.resident_read_output(2).get(2), 9.0);
+    EXPECT_NE(e.resident_read_output(0).raw(), e.resident_read_input(0).raw());
+  }
+}
+
+// The same hazard where it really occurs: a backend whose run() hands an input back as an output
+// (here a minimal host Executable: outputs {p, p + d}, output 1 fed back to p). Without the clone
+// after the first run, output 0 and the new p would share one buffer and read p + 2d.
+TEST(TrainResident, HostDefaultClonesOutputsThatAreInputs) {
+  struct PassThrough : Executable {
+    std::vector<Tensor> run(const std::vector<Tensor>& in) override {
+      Tensor next(DType::f32, {3});
+      for (int64_t k = 0; k < 3; ++k) next.set(k, in[0].get(k) + in[1].get(k));
+      return {in[0], next};
+    }
+  } e;
+  e.resident_feedback({{1, 0}});
+  e.resident_upload({Tensor::from(DType::f32, {3}, std::vector<float>{1, 2, 3}),
+                     Tensor::from(DType::f32, {3}, std::vector<float>{1, 1, 1})});
+  for (int r = 0; r < 4; ++r) {
+    e.resident_run(1);
+    SCOPED_TRACE("run " + std::to_string(r));
+    EXPECT_EQ(e.resident_read_output(0).get(0), 1.0 + r);
+    EXPECT_EQ(e.resident_read_input(0).get(0), 2.0 + r);
+    EXPECT_NE(e.resident_read_output(0).raw(), e.resident_read_input(0).raw());
+  }
+}
+
 // Checkpoints go through the shared safetensors module; this checks the pieces Trainer relies on.
 TEST(TrainCheckpoint, SafetensorsRoundTripAndErrors) {
   std::string path = (std::filesystem::temp_directory_path() / "rlx_st.safetensors").string();
@@ -246,7 +460,7 @@ TEST(Amp, PassChoicesFollowThePolicy) {
     EXPECT_GE(dots, 3);  // forward 2 + backward (dW0, dW1, dX1)
     for (int i = 0; i < 4; ++i) EXPECT_EQ(g.type(g.inputs[i]).dtype, DType::f32);
     for (size_t i = 2; i < 6; ++i) EXPECT_EQ(g.type(g.outputs[i]).dtype, DType::f32);
-    EXPECT_EQ(g.outputs.size(), low == DType::f16 ? 7u : 6u);  // f16: + the finite-gradients flag
+    EXPECT_EQ(g.outputs.size(), low == DType::f16 ? 9u : 6u);  // f16: + scale, good steps, skipped
   }
 }
 
@@ -277,24 +491,27 @@ TEST(Amp, F16LossScalingSkipsOverflowAndTrains) {
   EXPECT_LT(l32, 1.05);  // it did train (initial loss ~1.079)
 }
 
+// bf16 AMP reaches fp32 accuracy. A converged setting (3 epochs of the 8k split, plain SGD): the
+// earlier one-epoch momentum run was chaotic, 1-ulp GEMM rounding changes moved bf16 by 15 points
+// (trainfeat/trainperf, round 3). Measured: f32 0.9255, bf16 0.9250 (packed GEMM) / 0.9260 (BLAS).
 TEST(Amp, Bf16TrainingReachesFp32Accuracy) {
   std::string dir = std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
   if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
   auto ds = data::load_dataset("mnist", dir);
-  const int64_t B = 32;
-  std::vector<int64_t> sizes = {784, 16, 10};
+  const int64_t B = 64, per_epoch = 8000 / B;
+  std::vector<int64_t> sizes = {784, 32, 10};
   auto run = [&](DType dt) {
     train::OptimizerConfig c;
     c.lr = 0.1;
-    c.momentum = 0.9;
     train::AmpConfig amp;
     amp.dtype = dt;
     train::Trainer tr(models::mlp_loss_graph(sizes, B), models::mlp_init(sizes, 0), c, {}, {}, amp);
     Tensor bx(DType::f32, {B, 784}), by(DType::i64, {B});
-    for (int s = 0; s < 250; ++s) {  // one epoch of the 8k split
-      std::memcpy(bx.data<float>(), ds.train_x.data<float>() + s * B * 784, B * 784 * sizeof(float));
-      for (int64_t i = 0; i < B; ++i) by.data<int64_t>()[i] = ds.train_y.get_int(s * B + i);
-      tr.step({bx, by});
+    for (int64_t s = 0; s < 3 * per_epoch; ++s) {
+      int64_t o = (s % per_epoch) * B;
+      std::memcpy(bx.data<float>(), ds.train_x.data<float>() + o * 784, B * 784 * sizeof(float));
+      for (int64_t i = 0; i < B; ++i) by.data<int64_t>()[i] = ds.train_y.get_int(o + i);
+      tr.advance({bx, by});
     }
     CompiledModel eval(models::mlp_loss_graph(sizes, 2000), CompileOptions{});
     std::vector<Tensor> in(tr.params().begin(), tr.params().end());
@@ -303,7 +520,7 @@ TEST(Amp, Bf16TrainingReachesFp32Accuracy) {
     return eval.run(in)[1].get(0) / 2000.0;
   };
   double f32 = run(DType::f32), bf16 = run(DType::bf16);
-  std::printf("MNIST split, 784-16-10, 250 steps: f32 %.4f, amp bf16 %.4f\n", f32, bf16);
-  EXPECT_GT(f32, 0.8);
+  std::printf("MNIST split, 784-32-10, 375 steps: f32 %.4f, amp bf16 %.4f\n", f32, bf16);
+  EXPECT_GT(f32, 0.9);
   EXPECT_GT(bf16, f32 - 0.03);
 }

@@ -3,14 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "autodiff/autodiff.h"
+#include "backends/cpu/gemm_avx2.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/train_kernels.h"
 #include "models/mlp.h"
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
+#include "train/train.h"
 
 using namespace rlx;
 
@@ -61,7 +65,7 @@ TEST(TrainKernels, MixedFusedBodyMatchesReference) {
   std::vector<Tensor> in{th, tz, tg, tl, tc};
   // The body's declared input shapes are the output's; the kernels broadcast smaller inputs.
   Tensor got(DType::f32, {37, 70}), want(DType::f32, {37, 70});
-  ASSERT_TRUE(cpu::fused_kernel_mixed(body, in, got));
+  ASSERT_TRUE(cpu::fused_kernel_typed(body, in, got));
   cpu::fused_kernel_reference(body, in, want);
   expect_same(got, want, 0, "mixed body");
   // Unsupported (float -> int convert) is declined without writing.
@@ -70,7 +74,7 @@ TEST(TrainKernels, MixedFusedBodyMatchesReference) {
   Builder bb(bad);
   bad.outputs = {bb.convert(x, DType::i32)};
   Tensor out(DType::i32, {4});
-  EXPECT_FALSE(cpu::fused_kernel_mixed(bad, {randn({4}, 3)}, out));
+  EXPECT_FALSE(cpu::fused_kernel_typed(bad, {randn({4}, 3)}, out));
 }
 
 TEST(TrainKernels, ReductionsBroadcastArgmaxMatchReference) {
@@ -163,4 +167,77 @@ TEST(TrainHead, ReluBackwardUsesTheOutputMask) {
   tx.set(4, 0.0);  // at the kink: zero gradient, like PyTorch's relu
   auto r = CompiledModel(vg, CompileOptions{}).run(std::vector<Tensor>{tx, tw});
   for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(r[1].get(i), tx.get(i) > 0 ? tw.get(i) : 0.0) << i;
+}
+
+// [issue 6 trainperf] 2-D f32 dot_generals run on the packed AVX2 GEMM (gemm.cpp, train_gemm) with
+// either operand transposed; checked against the reference interpreter on odd and step shapes.
+TEST(TrainGemm, DotGeneralAllTransposesMatchReference) {
+  struct Mnk {
+    int64_t m, n, k;
+  };
+  std::vector<Mnk> shapes = {{1, 1, 1}, {5, 7, 3}, {37, 50, 77}, {128, 10, 128}, {130, 33, 300}, {16, 784, 32},
+                             {200, 128, 128}, {13, 260, 64}, {64, 256, 200}, {20, 300, 400}};  // last two: column splits
+  uint64_t seed = 100;
+  for (auto s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Graph g;
+        Builder b(g);
+        std::vector<int64_t> as = ta ? std::vector<int64_t>{s.k, s.m} : std::vector<int64_t>{s.m, s.k};
+        std::vector<int64_t> bs = tb ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n};
+        ValueId a = b.input("a", DType::f32, Shape{Dim(as[0]), Dim(as[1])});
+        ValueId w = b.input("b", DType::f32, Shape{Dim(bs[0]), Dim(bs[1])});
+        b.output(b.dot_general(a, w, {}, {}, {ta ? 0 : 1}, {tb ? 1 : 0}));
+        Tensor x = randn(as, ++seed), y = randn(bs, ++seed);
+        auto got = CompiledModel(g, CompileOptions{}).run(std::vector<Tensor>{x, y});
+        auto want = reference_run(g, {x, y});
+        expect_same(got[0], want[0], 1e-4,
+                    "dot_general " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                        (ta ? " ta" : "") + (tb ? " tb" : ""));
+      }
+}
+
+// A whole SGD training step (3-layer MLP): the cpu schedule gets the bias/ReLU, ReLU-mask and SGD
+// epilogues fused into its GEMMs (fuse_train_lir; the profile labels name them) and still matches
+// the reference interpreter.
+TEST(TrainGemm, FusedStepEpiloguesMatchReference) {
+  const int64_t B = 37;
+  std::vector<int64_t> sizes = {50, 40, 30, 10};
+  Graph loss = models::mlp_loss_graph(sizes, B);
+  train::OptimizerConfig c;  // plain SGD
+  Graph step = train::build_train_step(loss, static_cast<int>(2 * (sizes.size() - 1)), c);
+  std::vector<Tensor> in;
+  uint64_t seed = 300;
+  for (ValueId v : step.inputs) {
+    const ValueType& t = step.type(v);
+    const std::string& name = step.values[v].name;
+    std::vector<int64_t> dims;
+    for (auto& d : t.shape) dims.push_back(d.v);
+    if (t.dtype == DType::i64) {
+      Tensor l(DType::i64, dims);
+      for (int64_t i = 0; i < l.numel(); ++i) l.set_int(i, (i * 7) % 10);
+      in.push_back(l);
+    } else if (dims.empty()) {
+      Tensor s(t.dtype, {});
+      s.set(0, name == "eps_hat" ? 1e-8 : 0.1);
+      in.push_back(s);
+    } else {
+      Tensor r = randn(dims, ++seed);
+      for (int64_t i = 0; i < r.numel(); ++i) r.set(i, 0.3 * r.get(i));
+      in.push_back(r);
+    }
+  }
+  setenv("RLX_PROFILE", "1", 1);
+  CompiledModel m(step, CompileOptions{});
+  auto got = m.run(in);
+  std::string prof = m.profile();
+  unsetenv("RLX_PROFILE");
+  auto want = reference_run(step, in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], 1e-4, "output " + std::to_string(i));
+  if (cpu::fast_gemm_available()) {
+    EXPECT_NE(prof.find("dot_general+bias+relu"), std::string::npos) << prof;
+    EXPECT_NE(prof.find("dot_general+relu_mask"), std::string::npos) << prof;
+    EXPECT_NE(prof.find("dot_general+sgd"), std::string::npos) << prof;
+  }
 }

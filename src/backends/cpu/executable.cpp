@@ -7,26 +7,52 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <new>  // [issue 3 minilm] aligned operator new
 #include <sstream>
 
+#include <time.h>  // [issue 3 minilm] clock_gettime for RLX_PROFILE=cpu
+
 #include "backends/cpu/gemm_avx2.h"
+#include "backends/cpu/jit.h"  // [issue 3 cpujit]
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/train_kernels.h"  // [issue 6 trainperf]
 #include "runtime/backend.h"
 
 namespace rlx {
 
 namespace {
 
+// [issue 3 minilm] 64-byte aligned storage for packed weights: a 16-float panel row is then one
+// cache line (std::vector's 16-byte alignment split every row over two; ~1-2% on MiniLM).
+template <class T>
+struct CacheAligned {
+  using value_type = T;
+  CacheAligned() = default;
+  template <class U>
+  CacheAligned(const CacheAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const CacheAligned<U>&) const { return true; }
+};
+using PackedWeight = std::vector<float, CacheAligned<float>>;
+
 class CpuExecutable : public Executable {
  public:
   explicit CpuExecutable(const LirProgram& p) : p_(p) {
     profile_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "1";
+    // [issue 3 minilm] RLX_PROFILE=cpu: per-kernel process CPU time (all threads), for a loaded machine.
+    profile_cpu_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "cpu";
+    profile_ = profile_ || profile_cpu_;
     const char* fz = std::getenv("RLX_CPU_FUSE");
-    if (!(fz && std::string(fz) == "0")) cpu::fuse_cpu_lir(p_);
+    if (!(fz && std::string(fz) == "0")) {
+      cpu::fuse_cpu_lir(p_);
+      cpu::fuse_train_lir(p_);  // [issue 6 trainperf] bias/ReLU/ReLU-mask/SGD into GEMM epilogues
+    }
     arena_ = Tensor(DType::u8, {std::max<int64_t>(p_.arena_bytes, 1)});
     for (auto& k : p_.kernels) {
       // Constant f32 Linear weights: packed once for the GEMM (cpu::linear_fast).
-      std::vector<float> wp;
+      PackedWeight wp;  // [issue 3 minilm] 64-byte aligned
       if (k.kind == KernelKind::Library && k.op == OpKind::Linear && cpu::fast_gemm_available() && k.in.size() >= 2) {
         const LirBuffer& w = p_.buffers[k.in[1]];
         if (w.kind == BufferKind::Const && w.type.dtype == DType::f32 && w.value.rank() == 2) {
@@ -40,6 +66,7 @@ class CpuExecutable : public Executable {
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
+      if (k.attrs.count("cpu_epi")) label += "+" + attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");  // [issue 6 trainperf]
       if (k.op == OpKind::Linear && k.attrs.count("activation")) {
         Node n{k.op, {}, {}, k.attrs, ""};
         if (attr_str(n, "activation") != "none" && !attr_str(n, "activation").empty()) label += "+" + attr_str(n, "activation");
@@ -59,6 +86,13 @@ class CpuExecutable : public Executable {
       }
       single_.push_back(std::move(body));
     }
+    // [issue 3 cpujit] fused bodies compiled to C++ (jit.h); kernels it does not cover keep the evaluator.
+    std::vector<const Graph*> bodies(p_.kernels.size(), nullptr);
+    for (size_t k = 0; k < p_.kernels.size(); ++k)
+      bodies[k] = p_.kernels[k].kind == KernelKind::Generated ? &p_.kernels[k].body
+                  : single_[k].nodes.empty()                   ? nullptr
+                                                               : &single_[k];
+    jit_ = std::make_unique<cpu::JitProgram>(p_, bodies);
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
@@ -84,7 +118,10 @@ class CpuExecutable : public Executable {
       std::vector<Tensor>& in = kin_[k];
       std::vector<Tensor>& out = kout_[k];
       auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      if (kr.kind == KernelKind::Generated) {
+      const double c0 = profile_cpu_ ? cpu_us() : 0.0;  // [issue 3 minilm]
+      if (jit_->has(k)) {  // [issue 3 cpujit]
+        jit_->run(k, in, out[0]);
+      } else if (kr.kind == KernelKind::Generated) {
         cpu::fused_kernel(kr.body, in, out[0]);
       } else if (!single_[k].nodes.empty()) {
         cpu::fused_kernel(single_[k], in, out[0]);
@@ -94,13 +131,15 @@ class CpuExecutable : public Executable {
         (fn ? fn : &cpu::generic_kernel)(nodes_[k], in, out);
       }
       if (profile_) {
-        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        double us = profile_cpu_ ? cpu_us() - c0  // [issue 3 minilm]
+                                 : std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
         auto& e = times_[labels_[k]];
         e.first += us;
         e.second += 1;
       }
     }
     std::vector<Tensor> outs;
+    if (dest_) return outs;  // [issue 6 trainperf] run_into: the caller holds the outputs; allocate nothing
     for (int b : p_.outputs) outs.push_back(bufs_[b]);
     if (!dest_)  // drop our references so the caller owns the outputs
       for (int b : p_.outputs) bufs_[b] = Tensor();
@@ -164,7 +203,8 @@ class CpuExecutable : public Executable {
   std::string profile() const override {
     if (!profile_) return "";
     std::ostringstream os;
-    os << "profile (cpu, cumulative over runs):\n";
+    os << "profile (cpu, cumulative over runs" << (profile_cpu_ ? ", process CPU time" : "") << "):\n";  // [issue 3 minilm]
+    os << "  fused kernels: " << jit_->summary() << "\n";  // [issue 3 cpujit]
     std::vector<std::pair<double, std::string>> rows;
     for (auto& [k, v] : times_) rows.push_back({v.first, k});
     std::sort(rows.rbegin(), rows.rend());
@@ -181,8 +221,9 @@ class CpuExecutable : public Executable {
   Tensor arena_;
   std::vector<Node> nodes_;
   std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
+  std::unique_ptr<cpu::JitProgram> jit_;  // [issue 3 cpujit]
   std::vector<std::string> labels_;
-  std::vector<std::vector<float>> packed_;  // per kernel: the packed constant Linear weight, or empty
+  std::vector<PackedWeight> packed_;  // per kernel: the packed constant Linear weight, or empty
   bool prepared_ = false;
   std::mutex run_mutex_;
   std::vector<Tensor> bufs_;
@@ -193,6 +234,12 @@ class CpuExecutable : public Executable {
   };
   std::vector<DynArg> dyn_args_;
   bool profile_ = false;
+  bool profile_cpu_ = false;  // [issue 3 minilm] RLX_PROFILE=cpu
+  static double cpu_us() {   // process CPU time (every thread's), microseconds
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+  }
   std::vector<Tensor>* dest_ = nullptr;  // [training] run_into's outputs while it runs
   std::map<std::string, std::pair<double, int>> times_;
 };

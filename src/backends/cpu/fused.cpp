@@ -1,11 +1,17 @@
-// Generated (fused elementwise) kernels: a typed f32 evaluator. The body is compiled once per
-// kernel call into a tiny register program; chunks of the output index space run in parallel,
-// each op a vectorized loop over a chunk held in per-thread scratch, so intermediates stay in L1.
-// Bodies with other dtypes or ops fall back to the chunked reference evaluator (generic.cpp).
+// Generated (fused elementwise) kernels: ONE typed evaluator for bodies over f32, bool, i32 and i64
+// (f32 math, compare, select, convert, logic: inference's GELU/bias chains and training's ReLU
+// backward ge+select or a loss's one-hot eq+convert alike). The body is turned into a tiny
+// register program per call (in per-thread storage reused across calls, so a warm run allocates
+// nothing); chunks of the output index space run in parallel, each op a vectorized loop over a
+// chunk held in per-thread scratch, so intermediates stay in L1. Bodies with other dtypes or ops
+// fall back to the chunked reference evaluator (generic.cpp). When the cpu JIT (jit.h) compiled a
+// body, the executable runs that instead; this evaluator is what runs without a host compiler.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/train_kernels.h"  // issue 6
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
 
@@ -15,17 +21,34 @@ namespace {
 
 constexpr int64_t kChunk = 1024;
 
-enum class Src : uint8_t { Full, Scalar, Trailing, Leading, General };
+enum class Ty : uint8_t { F32, B8, I32, I64, None };
 
-struct Operand {
-  Src src = Src::Full;
-  const float* data = nullptr;
-  int64_t inner = 1;                 // Trailing: the input repeats every `inner` elements;
-                                     // Leading: each input element covers `inner` outputs
-  std::vector<int64_t> stride;       // General: per output dim (0 where broadcast)
-};
+Ty ty_of(DType d) {
+  switch (d) {
+    case DType::f32: return Ty::F32;
+    case DType::boolean: return Ty::B8;
+    case DType::i32: return Ty::I32;
+    case DType::i64: return Ty::I64;
+    default: return Ty::None;
+  }
+}
 
-bool supported(OpKind k) {
+// Bool registers hold uint32 0/1 (widened on load, narrowed on store) so that compare and select
+// on f32 data are same-width loops that vectorize.
+using Bool = uint32_t;
+
+template <class F>
+void with_ty(Ty t, F&& f) {
+  switch (t) {
+    case Ty::F32: f(float{}); break;
+    case Ty::B8: f(Bool{}); break;
+    case Ty::I32: f(int32_t{}); break;
+    case Ty::I64: f(int64_t{}); break;
+    case Ty::None: break;
+  }
+}
+
+bool float_op(OpKind k) {
   switch (k) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Sqrt: case OpKind::Rsqrt:
@@ -35,19 +58,19 @@ bool supported(OpKind k) {
   }
 }
 
-RLX_SIMD void run_op(OpKind op, const float* a, const float* b, float* y, int64_t n) {
+bool compare_op(OpKind k) {
+  return k == OpKind::Eq || k == OpKind::Ne || k == OpKind::Lt || k == OpKind::Le || k == OpKind::Gt || k == OpKind::Ge;
+}
+
+RLX_SIMD void run_float(OpKind op, const float* a, const float* b, float* y, int64_t n) {
   switch (op) {
     case OpKind::Add: for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i]; break;
     case OpKind::Sub: for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i]; break;
     case OpKind::Mul: for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; break;
     case OpKind::Div: for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; break;
     // max/min propagate NaN like the reference (std::max would not).
-    case OpKind::Max:
-      for (int64_t i = 0; i < n; ++i) y[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];
-      break;
-    case OpKind::Min:
-      for (int64_t i = 0; i < n; ++i) y[i] = (a[i] != a[i] || a[i] < b[i]) ? a[i] : b[i];
-      break;
+    case OpKind::Max: for (int64_t i = 0; i < n; ++i) y[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i]; break;
+    case OpKind::Min: for (int64_t i = 0; i < n; ++i) y[i] = (a[i] != a[i] || a[i] < b[i]) ? a[i] : b[i]; break;
     case OpKind::Neg: for (int64_t i = 0; i < n; ++i) y[i] = -a[i]; break;
     case OpKind::Abs: for (int64_t i = 0; i < n; ++i) y[i] = __builtin_fabsf(a[i]); break;
     case OpKind::Exp: for (int64_t i = 0; i < n; ++i) y[i] = vm::exp(a[i]); break;
@@ -61,130 +84,311 @@ RLX_SIMD void run_op(OpKind op, const float* a, const float* b, float* y, int64_
   }
 }
 
+template <class X>
+RLX_SIMD void run_compare(OpKind op, const X* a, const X* b, Bool* y, int64_t n) {
+  switch (op) {
+    case OpKind::Eq: for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i]; break;
+    case OpKind::Ne: for (int64_t i = 0; i < n; ++i) y[i] = a[i] != b[i]; break;
+    case OpKind::Lt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i]; break;
+    case OpKind::Le: for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i]; break;
+    case OpKind::Gt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i]; break;
+    case OpKind::Ge: for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i]; break;
+    default: break;
+  }
+}
+
+template <class X>
+RLX_SIMD void run_select(const Bool* c, const X* a, const X* b, X* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? a[i] : b[i];
+}
+
+template <class S, class D>
+void run_convert(const S* a, D* y, int64_t n) {
+  if constexpr (std::is_same_v<D, Bool>) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] != S(0);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(a[i]);
+  }
+}
+
+// Supported: float ops on f32; compares on any of the four types; select; convert between the
+// integer/bool types and to f32 (float->integer is left to the reference: its NaN/overflow rules);
+// and/or/xor/not on bool.
+bool node_ok(const Graph& body, const Node& n) {
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs.size() > 3) return false;
+  Ty y = ty_of(body.type(n.outputs[0]).dtype);
+  if (y == Ty::None) return false;
+  Ty x[3] = {Ty::None, Ty::None, Ty::None};
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if ((x[i] = ty_of(body.type(n.inputs[i]).dtype)) == Ty::None) return false;
+  const size_t ni = n.inputs.size();
+  if (float_op(n.op)) {
+    if (y != Ty::F32 || ni > 2) return false;
+    for (size_t i = 0; i < ni; ++i)
+      if (x[i] != Ty::F32) return false;
+    return true;
+  }
+  if (compare_op(n.op)) return ni == 2 && x[0] == x[1] && y == Ty::B8;
+  if (n.op == OpKind::Select) return ni == 3 && x[0] == Ty::B8 && x[1] == y && x[2] == y;
+  if (n.op == OpKind::Convert) return ni == 1 && (x[0] != Ty::F32 || y == Ty::F32 || y == Ty::B8);
+  if (n.op == OpKind::And || n.op == OpKind::Or || n.op == OpKind::Xor)
+    return ni == 2 && x[0] == Ty::B8 && x[1] == Ty::B8 && y == Ty::B8;
+  if (n.op == OpKind::Not) return ni == 1 && x[0] == Ty::B8 && y == Ty::B8;
+  return false;
+}
+
+enum class Src : uint8_t { Full, Scalar, Trailing, Leading, General };
+
+struct Operand {
+  Src src = Src::Full;
+  const char* data = nullptr;
+  size_t es = 4;
+  int64_t inner = 1;             // Trailing: the input repeats every `inner` elements;
+                                 // Leading: each input element covers `inner` outputs
+  std::vector<int64_t> stride;   // General: per output dim (0 where broadcast)
+};
+
 struct Step {
   OpKind op;
-  int a = -1, b = -1, y = -1;  // registers
+  Ty ta, ty;  // type of input 0 (input 1 for select) and of the output
+  int a = -1, b = -1, c = -1, y = -1;
 };
+
+// The register program of one call; kept per thread and reused, so only the first calls allocate.
+struct Plan {
+  std::vector<int> reg;
+  std::vector<Operand> ops;
+  std::vector<Step> steps;
+};
+
+template <class E>
+void load_operand(const Operand& o, const std::vector<int64_t>& os, int64_t start, int64_t len, E* buf) {
+  const E* d = reinterpret_cast<const E*>(o.data);
+  int64_t r = static_cast<int64_t>(os.size());
+  switch (o.src) {
+    case Src::Full: std::memcpy(buf, d + start, static_cast<size_t>(len) * sizeof(E)); break;
+    case Src::Scalar: std::fill(buf, buf + len, d[0]); break;
+    case Src::Trailing:
+      for (int64_t k = 0, p = start % o.inner; k < len; ++k, p = p + 1 == o.inner ? 0 : p + 1) buf[k] = d[p];
+      break;
+    case Src::Leading:
+      for (int64_t k = 0, q = start / o.inner, p = start % o.inner; k < len; ++k) {
+        buf[k] = d[q];
+        if (++p == o.inner) p = 0, ++q;
+      }
+      break;
+    case Src::General:
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t rem = start + k, off = 0;
+        for (int64_t dd = r - 1; dd >= 0; --dd) {
+          off += (rem % os[dd]) * o.stride[dd];
+          rem /= os[dd];
+        }
+        buf[k] = d[off];
+      }
+      break;
+  }
+}
+
+void exec_step(const Step& st, void* const* ptr, void* y, int64_t n) {
+  if (float_op(st.op)) {
+    run_float(st.op, static_cast<const float*>(ptr[st.a]), st.b >= 0 ? static_cast<const float*>(ptr[st.b]) : nullptr,
+              static_cast<float*>(y), n);
+    return;
+  }
+  if (compare_op(st.op)) {
+    with_ty(st.ta, [&](auto tag) {
+      using X = decltype(tag);
+      run_compare<X>(st.op, static_cast<const X*>(ptr[st.a]), static_cast<const X*>(ptr[st.b]), static_cast<Bool*>(y), n);
+    });
+    return;
+  }
+  switch (st.op) {
+    case OpKind::Select:
+      with_ty(st.ty, [&](auto tag) {
+        using X = decltype(tag);
+        run_select<X>(static_cast<const Bool*>(ptr[st.a]), static_cast<const X*>(ptr[st.b]),
+                      static_cast<const X*>(ptr[st.c]), static_cast<X*>(y), n);
+      });
+      return;
+    case OpKind::Convert:
+      with_ty(st.ta, [&](auto stag) {
+        using S = decltype(stag);
+        with_ty(st.ty, [&](auto dtag) {
+          using D = decltype(dtag);
+          run_convert<S, D>(static_cast<const S*>(ptr[st.a]), static_cast<D*>(y), n);
+        });
+      });
+      return;
+    case OpKind::And:
+    case OpKind::Or:
+    case OpKind::Xor: {
+      auto a = static_cast<const Bool*>(ptr[st.a]), b = static_cast<const Bool*>(ptr[st.b]);
+      auto o = static_cast<Bool*>(y);
+      if (st.op == OpKind::And)
+        for (int64_t i = 0; i < n; ++i) o[i] = a[i] & b[i];
+      else if (st.op == OpKind::Or)
+        for (int64_t i = 0; i < n; ++i) o[i] = a[i] | b[i];
+      else
+        for (int64_t i = 0; i < n; ++i) o[i] = a[i] ^ b[i];
+      return;
+    }
+    case OpKind::Not: {
+      auto a = static_cast<const Bool*>(ptr[st.a]);
+      auto o = static_cast<Bool*>(y);
+      for (int64_t i = 0; i < n; ++i) o[i] = a[i] ^ 1u;
+      return;
+    }
+    default: return;
+  }
+}
+
+// Classifies how input t broadcasts to the output shape os.
+void classify(const Tensor& t, const std::vector<int64_t>& os, Operand& o) {
+  const int64_t r = static_cast<int64_t>(os.size());
+  o.src = Src::Full;
+  o.inner = 1;
+  if (t.shape() == os) return;
+  if (t.numel() == 1) {
+    o.src = Src::Scalar;
+    return;
+  }
+  // Trailing broadcast: t's shape (leading 1s dropped) equals the output's last dims (a bias).
+  int64_t lead = 0;
+  while (lead < t.rank() && t.shape()[lead] == 1) ++lead;
+  int64_t tr = t.rank() - lead;
+  bool trailing = tr <= r;
+  for (int64_t d = 0; trailing && d < tr; ++d) trailing = t.shape()[lead + d] == os[r - tr + d];
+  if (trailing) {
+    o.src = Src::Trailing;
+    o.inner = t.numel();
+    return;
+  }
+  // Leading: t's shape is the output's leading dims followed by 1s (e.g. a [B,S,1] mask times
+  // [B,S,H] states): element i of the output reads t[i / inner].
+  int64_t keep = t.rank() == r ? r : -1;
+  while (keep > 0 && t.shape()[keep - 1] == 1) --keep;
+  bool leading = keep >= 0 && keep < r;
+  for (int64_t d = 0; leading && d < keep; ++d) leading = t.shape()[d] == os[d];
+  if (leading) {
+    o.src = Src::Leading;
+    for (int64_t d = keep; d < r; ++d) o.inner *= os[d];
+    return;
+  }
+  o.src = Src::General;
+  o.stride.assign(static_cast<size_t>(r), 0);
+  int64_t s = 1;
+  for (int64_t d = r - 1; d >= 0; --d) {
+    int64_t td = d - (r - t.rank());
+    if (td >= 0 && t.shape()[td] != 1) o.stride[d] = s;
+    if (td >= 0) s *= t.shape()[td];
+  }
+}
 
 }  // namespace
 
-void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out) {
-  bool typed = out.dtype() == DType::f32;
-  for (auto& v : body.values) typed &= v.type.dtype == DType::f32;
-  for (auto& n : body.nodes) typed &= supported(n.op) && n.outputs.size() == 1;
-  for (auto& t : in) typed &= t.dtype() == DType::f32;
-  if (!typed && fused_kernel_mixed(body, in, out)) return;  // issue 6: bool/int bodies (train_kernels.cpp)
-  if (!typed) return fused_kernel_reference(body, in, out);
-
-  const auto& os = out.shape();
-  const int64_t total = out.numel(), r = out.rank();
-  // Registers: one per body value; graph inputs map to operands, node outputs to chunk scratch.
-  std::vector<int> reg(body.values.size(), -1);
-  std::vector<Operand> ops(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    const Tensor& t = in[i];
-    Operand& o = ops[i];
-    o.data = t.data<float>();
-    reg[body.inputs[i]] = static_cast<int>(i);
-    if (t.shape() == os) continue;
-    if (t.numel() == 1) {
-      o.src = Src::Scalar;
-      continue;
-    }
-    // Trailing broadcast: t's shape (leading 1s dropped) equals the output's last dims.
-    int64_t lead = 0;
-    while (lead < t.rank() && t.shape()[lead] == 1) ++lead;
-    int64_t tr = t.rank() - lead;
-    bool trailing = tr <= r;
-    for (int64_t d = 0; trailing && d < tr; ++d) trailing = t.shape()[lead + d] == os[r - tr + d];
-    if (trailing) {
-      o.src = Src::Trailing;
-      o.inner = t.numel();
-      continue;
-    }
-    // Leading: t's shape is the output's leading dims followed by 1s (e.g. a [B,S,1] mask times
-    // [B,S,H] states): element i of the output reads t[i / inner].
-    int64_t keep = t.rank() == r ? r : -1;
-    while (keep > 0 && t.shape()[keep - 1] == 1) --keep;
-    bool leading = keep >= 0 && keep < r;
-    for (int64_t d = 0; leading && d < keep; ++d) leading = t.shape()[d] == os[d];
-    if (leading) {
-      o.src = Src::Leading;
-      o.inner = 1;
-      for (int64_t d = keep; d < r; ++d) o.inner *= os[d];
-      continue;
-    }
-    o.src = Src::General;
-    o.stride.assign(static_cast<size_t>(r), 0);
-    int64_t s = 1;
-    for (int64_t d = r - 1; d >= 0; --d) {
-      int64_t td = d - (r - t.rank());
-      if (td >= 0 && t.shape()[td] != 1) o.stride[d] = s;
-      if (td >= 0) s *= t.shape()[td];
-    }
+bool fused_kernel_typed(const Graph& body, const std::vector<Tensor>& in, Tensor& out) {
+  if (ty_of(out.dtype()) == Ty::None || body.outputs.size() != 1 || in.size() != body.inputs.size()) return false;
+  if (body.type(body.outputs[0]).dtype != out.dtype()) return false;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (ty_of(in[i].dtype()) == Ty::None || in[i].dtype() != body.type(body.inputs[i]).dtype) return false;
+  bool wide = false;  // an 8-byte type anywhere: registers need 8 bytes per element
+  for (auto& n : body.nodes) {
+    if (!node_ok(body, n)) return false;
+    wide |= body.type(n.outputs[0]).dtype == DType::i64;
   }
+  for (auto& t : in) wide |= t.dtype() == DType::i64;
+
+  thread_local Plan plan;
+  Plan& P = plan;
+  const auto& os = out.shape();
+  const int64_t total = out.numel();
   const int nin = static_cast<int>(in.size());
-  std::vector<Step> steps;
+  P.reg.assign(body.values.size(), -1);
+  if (P.ops.size() < in.size()) P.ops.resize(in.size());
+  for (int i = 0; i < nin; ++i) {
+    Operand& o = P.ops[static_cast<size_t>(i)];
+    o.data = static_cast<const char*>(in[i].raw());
+    o.es = dtype_size(in[i].dtype());
+    classify(in[i], os, o);
+    P.reg[body.inputs[i]] = i;
+  }
+  P.steps.clear();
   int nscratch = 0;
   for (auto& n : body.nodes) {
-    Step st{n.op};
-    st.a = reg[n.inputs[0]];
-    if (n.inputs.size() > 1) st.b = reg[n.inputs[1]];
-    st.y = reg[n.outputs[0]] = nin + nscratch++;
-    steps.push_back(st);
+    Step st{n.op, Ty::None, ty_of(body.type(n.outputs[0]).dtype)};
+    st.a = P.reg[n.inputs[0]];
+    if (n.inputs.size() > 1) st.b = P.reg[n.inputs[1]];
+    if (n.inputs.size() > 2) st.c = P.reg[n.inputs[2]];
+    if (st.a < 0 || (n.inputs.size() > 1 && st.b < 0) || (n.inputs.size() > 2 && st.c < 0)) return false;
+    st.ta = ty_of(body.type(n.inputs[n.op == OpKind::Select ? 1 : 0]).dtype);
+    st.y = P.reg[n.outputs[0]] = nin + nscratch++;
+    P.steps.push_back(st);
   }
-  const int out_reg = reg[body.outputs[0]];
+  const int out_reg = P.reg[body.outputs[0]];
+  if (out_reg < 0) return false;
   const int nregs = nin + nscratch;
-  float* Y = out.data<float>();
+  const size_t oes = dtype_size(out.dtype());
+  const bool out_bool = out.dtype() == DType::boolean;  // registers are wider: store through scratch
+  const size_t slot = static_cast<size_t>(kChunk) * (wide ? 8 : 4);  // bytes per register
+  char* Y = static_cast<char*>(out.raw());
+  const std::vector<Operand>& ops = P.ops;
+  const std::vector<Step>& steps = P.steps;
 
   parallel_for((total + kChunk - 1) / kChunk, 16, [&](int64_t c0, int64_t c1) {  // >= 16K elements per thread
-    // Per-thread scratch: one chunk per input that needs materializing and per node output.
-    thread_local std::vector<float> scratch;
-    size_t need = static_cast<size_t>(nregs + 1) * kChunk;
+    thread_local std::vector<uint64_t> scratch;  // one register slot per input and per node output
+    size_t need = (static_cast<size_t>(nregs + 1) * slot + 7) / 8;
     if (scratch.size() < need) scratch.resize(need);
-    thread_local std::vector<const float*> ptr;
+    char* base = reinterpret_cast<char*>(scratch.data());
+    thread_local std::vector<void*> ptr;
     if (ptr.size() < static_cast<size_t>(nregs)) ptr.resize(static_cast<size_t>(nregs));
+    thread_local std::vector<uint8_t> tmp;
     for (int64_t c = c0; c < c1; ++c) {
       int64_t start = c * kChunk, len = std::min(kChunk, total - start);
       for (int i = 0; i < nin; ++i) {
-        const Operand& o = ops[i];
-        float* buf = scratch.data() + static_cast<size_t>(i) * kChunk;
-        switch (o.src) {
-          case Src::Full: ptr[i] = o.data + start; break;
-          case Src::Scalar: std::fill(buf, buf + len, o.data[0]); ptr[i] = buf; break;
-          case Src::Trailing:
-            for (int64_t k = 0, p = start % o.inner; k < len; ++k, p = p + 1 == o.inner ? 0 : p + 1) buf[k] = o.data[p];
-            ptr[i] = buf;
-            break;
-          case Src::Leading:
-            for (int64_t k = 0, q = start / o.inner, p = start % o.inner; k < len; ++k) {
-              buf[k] = o.data[q];
-              if (++p == o.inner) p = 0, ++q;
-            }
-            ptr[i] = buf;
-            break;
-          case Src::General:
-            for (int64_t k = 0; k < len; ++k) {
-              int64_t rem = start + k, off = 0;
-              for (int64_t d = r - 1; d >= 0; --d) {
-                off += (rem % os[d]) * o.stride[d];
-                rem /= os[d];
-              }
-              buf[k] = o.data[off];
-            }
-            ptr[i] = buf;
-            break;
+        const Operand& o = ops[static_cast<size_t>(i)];
+        void* buf = base + static_cast<size_t>(i) * slot;
+        if (o.es == 1) {  // bool: widen to Bool registers
+          auto* wb = static_cast<Bool*>(buf);
+          const uint8_t* src = reinterpret_cast<const uint8_t*>(o.data) + start;
+          if (o.src != Src::Full) {
+            if (tmp.size() < static_cast<size_t>(kChunk)) tmp.resize(static_cast<size_t>(kChunk));
+            load_operand(o, os, start, len, tmp.data());
+            src = tmp.data();
+          }
+          for (int64_t k = 0; k < len; ++k) wb[k] = src[k] != 0;
+          ptr[i] = buf;
+          continue;
         }
+        if (o.src == Src::Full) {  // same shape: read in place
+          ptr[i] = const_cast<char*>(o.data) + start * static_cast<int64_t>(o.es);
+          continue;
+        }
+        if (o.es == 4) load_operand(o, os, start, len, static_cast<uint32_t*>(buf));
+        else load_operand(o, os, start, len, static_cast<uint64_t*>(buf));
+        ptr[i] = buf;
       }
       for (const Step& st : steps) {
         // The last step writes straight into the output.
-        float* y = st.y == out_reg ? Y + start : scratch.data() + static_cast<size_t>(st.y) * kChunk;
-        run_op(st.op, ptr[st.a], st.b >= 0 ? ptr[st.b] : nullptr, y, len);
+        void* y = st.y == out_reg && !out_bool ? static_cast<void*>(Y + start * static_cast<int64_t>(oes))
+                                               : static_cast<void*>(base + static_cast<size_t>(st.y) * slot);
+        exec_step(st, ptr.data(), y, len);
         ptr[st.y] = y;
       }
-      if (out_reg < nin) std::memcpy(Y + start, ptr[out_reg], static_cast<size_t>(len) * sizeof(float));
+      if (out_bool) {
+        const Bool* v = static_cast<const Bool*>(ptr[out_reg]);
+        auto* yb = reinterpret_cast<uint8_t*>(Y) + start;
+        for (int64_t k = 0; k < len; ++k) yb[k] = static_cast<uint8_t>(v[k] != 0);
+      } else if (out_reg < nin) {  // the body returns an input (memmove: it may be that input, in place)
+        std::memmove(Y + start * static_cast<int64_t>(oes), ptr[out_reg], static_cast<size_t>(len) * oes);
+      }
     }
   });
+  return true;
+}
+
+void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out) {
+  if (!fused_kernel_typed(body, in, out)) fused_kernel_reference(body, in, out);
 }
 
 }  // namespace rlx::cpu

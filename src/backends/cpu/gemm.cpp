@@ -1,6 +1,8 @@
-// Contractions: dot_general, linear and matmul. f32 goes to sgemm (blas.cpp: OpenBLAS split over
-// our pool) with bias/activation applied as an epilogue on hot row blocks; other dtypes use one
-// packed batched loop GEMM (C[b] = A[b] · B[b], A [M,K], B [K,N] row-major).
+// Contractions: dot_general, linear and matmul. 2-D f32 dot_generals (the training step's X·W,
+// Xᵀ·dH and dH·Wᵀ) run on our packed AVX2 GEMM (train_gemm below) with the training epilogues that
+// fuse_train_lir (train_kernels.cpp) attaches; other f32 contractions go to sgemm (blas.cpp:
+// OpenBLAS split over our pool); other dtypes use one packed batched loop GEMM (C[b] = A[b] · B[b],
+// A [M,K], B [K,N] row-major).
 #include <algorithm>
 #include <complex>
 #include <cstring>
@@ -59,8 +61,91 @@ std::vector<int64_t> norm(std::vector<int64_t> v, int64_t r) {
   return v;
 }
 
+// [issue 6 training] Epilogues fuse_train_lir attaches to a 2-D dot_general (attrs name the input
+// slots): cpu_bias (+ activation relu) for the forward layer, cpu_mask for ReLU's backward
+// (C = mask > 0 ? C : 0), cpu_sgd_w / cpu_sgd_lr for the SGD update (C = W - lr * C).
+struct TrainEpi {
+  const float* bias = nullptr;  // [N]
+  bool relu = false;            // max(v, 0), NaN kept (as the reference max)
+  const float* mask = nullptr;  // [M,N]
+  const float* sgd_w = nullptr;  // [M,N]
+  float lr = 0.f;
+};
+
+int64_t attr_or_neg(const Node& n, const char* k) {
+  auto it = n.attrs.find(k);
+  return it == n.attrs.end() ? -1 : attr_int(n, k);
+}
+
+TrainEpi train_epi(const Node& n, const std::vector<Tensor>& in) {
+  TrainEpi e;
+  int64_t i;
+  if ((i = attr_or_neg(n, "cpu_bias")) >= 0) e.bias = in[i].data<float>();
+  if (n.attrs.count("activation") && attr_str(n, "activation") == "relu") e.relu = true;
+  if ((i = attr_or_neg(n, "cpu_mask")) >= 0) e.mask = in[i].data<float>();
+  if ((i = attr_or_neg(n, "cpu_sgd_w")) >= 0) e.sgd_w = in[i].data<float>();
+  if ((i = attr_or_neg(n, "cpu_sgd_lr")) >= 0) e.lr = in[i].data<float>()[0];
+  return e;
+}
+
+// ReLU's backward mask on finished rows [r0, r1) of C (GemmEpi::rows_done): C = mask > 0 ? C : 0.
+struct MaskCtx {
+  const float* mask;
+  float* C;
+  int64_t n;  // columns (= row stride of C and mask)
+};
+RLX_SIMD void mask_rows(void* p, int64_t r0, int64_t r1) {
+  const auto& m = *static_cast<const MaskCtx*>(p);
+  for (int64_t i = r0 * m.n, e = r1 * m.n; i < e; ++i) m.C[i] = m.mask[i] > 0.f ? m.C[i] : 0.f;
+}
+
+// C[M,N] (row stride N) = op(A)[M,K] · op(B)[K,N] with the training epilogue: an adapter onto
+// gemm_f32 (bias, ReLU as GemmAct::Relu, the mask as rows_done, the SGD update as residual = W with
+// alpha = -lr). RLX_GEMM=blas (or no AVX2/FMA) runs sgemm and the epilogue afterwards.
+void train_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float* C, const TrainEpi& te) {
+  if (M <= 0 || N <= 0) return;
+  GemmEpi e;
+  e.bias = te.bias;
+  e.residual = te.sgd_w;
+  e.ldr = N;
+  e.act = te.relu ? GemmAct::Relu : GemmAct::None;
+  MaskCtx mc{te.mask, C, N};
+  if (te.mask) {
+    e.rows_done = &mask_rows;
+    e.ctx = &mc;
+  }
+  const float alpha = te.sgd_w ? -te.lr : 1.f;
+  if (fast_gemm_available()) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, 0.f, true, &e, alpha);
+  sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, N);
+  for (int64_t r = 0; r < M; ++r) {
+    float* c = C + r * N;
+    for (int64_t j = 0; j < N; ++j) {
+      float v = alpha * c[j] + (e.bias ? e.bias[j] : 0.f) + (e.residual ? e.residual[r * N + j] : 0.f);
+      c[j] = te.relu && v < 0.f ? 0.f : v;
+    }
+  }
+  if (te.mask) mask_rows(&mc, 0, M);
+}
+
 template <class T, class Acc>
-void dot_general_t(const Node& n, const Tensor& a, const Tensor& b, Tensor& c) {
+void dot_general_t(const Node& n, const std::vector<Tensor>& in, Tensor& c) {
+  const Tensor &a = in[0], &b = in[1];
+  if constexpr (std::is_same_v<T, float>) {
+    // [training] 2-D operands in GEMM layout or its transpose (the backward pass emits x^T.g and
+    // g.W^T) go to our packed GEMM with transpose flags instead of being permuted into copies.
+    // Read straight from the attrs: this path allocates nothing.
+    const auto &lb0 = attr_ints(n, "lhs_batch"), &rb0 = attr_ints(n, "rhs_batch");
+    const auto &lc0 = attr_ints(n, "lhs_contract"), &rc0 = attr_ints(n, "rhs_contract");
+    if (lb0.empty() && rb0.empty() && a.rank() == 2 && b.rank() == 2 && lc0.size() == 1 && rc0.size() == 1) {
+      const int64_t l = lc0[0] < 0 ? lc0[0] + 2 : lc0[0], r = rc0[0] < 0 ? rc0[0] + 2 : rc0[0];
+      const bool ta = l == 0, tb = r == 1;
+      const int64_t M = a.shape()[ta ? 1 : 0], K = a.shape()[l], N = b.shape()[tb ? 0 : 1];
+      train_gemm(ta, tb, M, N, K, a.data<float>(), ta ? M : K, b.data<float>(), tb ? K : N, c.data<float>(),
+                 train_epi(n, in));
+      return;
+    }
+  }
   auto lb = norm(attr_ints(n, "lhs_batch"), a.rank()), rb = norm(attr_ints(n, "rhs_batch"), b.rank());
   auto lc = norm(attr_ints(n, "lhs_contract"), a.rank()), rc = norm(attr_ints(n, "rhs_contract"), b.rank());
   auto free_dims = [](int64_t r, const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
@@ -75,15 +160,6 @@ void dot_general_t(const Node& n, const Tensor& a, const Tensor& b, Tensor& c) {
   for (auto d : lf) M *= a.shape()[d];
   for (auto d : lc) K *= a.shape()[d];
   for (auto d : rf) N *= b.shape()[d];
-  if constexpr (std::is_same_v<T, float>) {
-    // [training] 2-D operands in GEMM layout or its transpose (the backward pass emits x^T.g and
-    // g.W^T) go straight to BLAS with transpose flags instead of being permuted into copies.
-    if (lb.empty() && a.rank() == 2 && b.rank() == 2 && lc.size() == 1 && rc.size() == 1) {
-      bool ta = lc[0] == 0, tb = rc[0] == 1;
-      sgemm(ta, tb, M, N, K, a.data<float>(), ta ? M : K, b.data<float>(), tb ? K : N, c.data<float>(), N);
-      return;
-    }
-  }
   std::vector<int64_t> ao = lb, bo = rb;
   ao.insert(ao.end(), lf.begin(), lf.end());
   ao.insert(ao.end(), lc.begin(), lc.end());
@@ -104,11 +180,11 @@ void dot_general_t(const Node& n, const Tensor& a, const Tensor& b, Tensor& c) {
 
 void dot_general(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   switch (in[0].dtype()) {
-    case DType::f32: return dot_general_t<float, float>(n, in[0], in[1], out[0]);
-    case DType::f64: return dot_general_t<double, double>(n, in[0], in[1], out[0]);
-    case DType::i32: return dot_general_t<int32_t, int64_t>(n, in[0], in[1], out[0]);
-    case DType::i64: return dot_general_t<int64_t, int64_t>(n, in[0], in[1], out[0]);
-    case DType::c64: return dot_general_t<std::complex<float>, std::complex<float>>(n, in[0], in[1], out[0]);
+    case DType::f32: return dot_general_t<float, float>(n, in, out[0]);
+    case DType::f64: return dot_general_t<double, double>(n, in, out[0]);
+    case DType::i32: return dot_general_t<int32_t, int64_t>(n, in, out[0]);
+    case DType::i64: return dot_general_t<int64_t, int64_t>(n, in, out[0]);
+    case DType::c64: return dot_general_t<std::complex<float>, std::complex<float>>(n, in, out[0]);
     default: return generic_kernel(n, in, out);
   }
 }
@@ -277,15 +353,10 @@ bool linear_fast(const Node& n, const std::vector<Tensor>& in, std::vector<Tenso
     e.rows_done = &ln_rows;
     e.ctx = &ln;
   }
-  const float* wp = packed;
-  if (!wp) {  // weight not packed ahead (not a constant): pack into per-thread scratch
-    thread_local std::vector<float> scratch;
-    size_t need = static_cast<size_t>(packed_b_size(I, O));
-    if (scratch.size() < need) scratch.resize(need);
-    pack_b(true, w.data<float>(), I, I, O, scratch.data());
-    wp = scratch.data();
-  }
-  gemm_packed(rows, O, I, x.data<float>(), I, wp, Y, O, &e);
+  if (packed)
+    gemm_packed(rows, O, I, x.data<float>(), I, packed, Y, O, &e);
+  else  // weight not packed ahead (not a constant): packed per call by the general entry
+    gemm_f32(false, true, rows, O, I, x.data<float>(), I, w.data<float>(), I, Y, O, 0.f, true, &e);
   return true;
 }
 

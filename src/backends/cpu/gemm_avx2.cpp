@@ -1,13 +1,17 @@
-// Packed-B f32 GEMM with a 6x16 AVX2+FMA micro-kernel (gemm_avx2.h). Loop nest per thread:
-//   rows in blocks of kMc (the A block stays in L2) > K in blocks of <= kKc > 16-column panels (the
-//   kc x 16 B micro-panel stays in L1) > 6-row micro tiles (12 ymm accumulators).
-// The epilogue runs on the last K block of each tile, before the tile leaves registers.
+// Packed f32 GEMM with a 6x16 AVX2+FMA micro-kernel (gemm_avx2.h). Loop nest per thread:
+//   rows in blocks of kMc > K in blocks of <= kKc (the mc x kc block of A is copied into 6-row
+//   micro-panels, k-major, in per-thread scratch: it stays in L2) > 16-column panels of packed B (the
+//   kc x 16 micro-panel is reused by every 6-row tile of the block) > 6-row micro tiles (12 ymm
+//   accumulators). The epilogue runs on the last K block of each tile, before it leaves registers.
+// With few rows or few 16-column panels (little reuse), A is read in place instead.
 // CPUs without AVX2/FMA run the same loop nest with a portable micro-kernel.
 #include "backends/cpu/gemm_avx2.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "backends/cpu/parallel.h"
@@ -23,14 +27,21 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kMr = 6, kNr = kGemmNr;
-constexpr int64_t kKc = 384;  // K block: a 384 x 16 B micro-panel is 24 KiB (L1 is 32 KiB)
-constexpr int64_t kMc = 72;   // rows per A block: 72 x 384 floats = 108 KiB (L2)
+// K block: one block up to 768 (MiniLM's K=384 in one pass, K=1536 in two): fewer passes over C and
+// fewer micro-kernel calls; the kc x 16 B micro-panel (<= 48 KiB) streams from L2 at 2 loads per 12 FMAs.
+constexpr int64_t kKc = 768;
+constexpr int64_t kMc = 72;  // rows per packed A block: 72 x 768 floats = 216 KiB (L2 is 512 KiB)
+// Below this, a GEMM runs on one thread (fork/join costs more than it saves).
+constexpr double kParMinFlops = 2e6;
+// Rows are split over threads when there are at least this many 6-row micro rows per thread; the
+// self-scheduled row blocks are then at least half of it.
+constexpr int64_t kRowChunkMin = 8;
 
 RLX_SIMD void apply_act(float* y, int64_t n, GemmAct act) {
   switch (act) {
     case GemmAct::None: break;
-    case GemmAct::Relu:
-      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
+    case GemmAct::Relu:  // max(y, 0) with NaN kept, as the reference interpreter's max
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.f ? 0.f : y[i];
       break;
     case GemmAct::Gelu:
       for (int64_t i = 0; i < n; ++i) y[i] = vm::gelu(y[i]);
@@ -61,13 +72,15 @@ void store_tile(const float (*tmp)[kNr], float* C, int64_t ldc, int nr, bool acc
   }
 }
 
-template <int MR>
+// The A micro-panel: with PA ("k-major") element (r, k) is at A[k * lda + r] (a packed panel has
+// lda = 6; a transposed A read in place has its own row stride); without PA at A[r * lda + k].
+template <int MR, bool PA>
 void ukernel_portable(int64_t kc, const float* A, int64_t lda, const float* B, float* C, int64_t ldc, int nr, bool acc,
                       const GemmEpi* epi, int64_t col, const float* res, int64_t ldr) {
   float t[MR][kNr] = {};
   for (int64_t k = 0; k < kc; ++k)
     for (int r = 0; r < MR; ++r) {
-      float a = A[r * lda + k];
+      float a = PA ? A[k * lda + r] : A[r * lda + k];
       for (int j = 0; j < kNr; ++j) t[r][j] += a * B[k * kNr + j];
     }
   store_tile<MR>(t, C, ldc, nr, acc, epi, col, res, ldr);
@@ -121,18 +134,22 @@ __attribute__((target("avx2,fma"))) inline __m256 gelu8(__m256 v) {
 }
 
 // Accumulators are named variables (not arrays) so GCC keeps all 12 in ymm registers.
-#define RLX_ROW(r)                                                   \
-  if constexpr (MR > r) {                                            \
-    __m256 av = _mm256_broadcast_ss(A + r * lda + k);                \
-    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                      \
-    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);                      \
+#define RLX_ROW(r)                                                                      \
+  if constexpr (MR > r) {                                                               \
+    __m256 av = _mm256_broadcast_ss(PA ? A + k * lda + r : A + r * lda + k);            \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                         \
+    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);                                         \
   }
-template <int MR>
+template <int MR, bool PA>
 __attribute__((target("avx2,fma"))) void ukernel_avx2(int64_t kc, const float* A, int64_t lda, const float* B,
                                                       float* C, int64_t ldc, int nr, bool acc, const GemmEpi* epi,
                                                       int64_t col, const float* res, int64_t ldr) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int r = 0; r < MR; ++r) {  // the tile's C lines arrive while the k loop runs
+    _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc + kNr - 1), _MM_HINT_T0);
+  }
   for (int64_t k = 0; k < kc; ++k) {
     __m256 b0 = _mm256_loadu_ps(B + k * kNr), b1 = _mm256_loadu_ps(B + k * kNr + 8);
     RLX_ROW(0) RLX_ROW(1) RLX_ROW(2) RLX_ROW(3) RLX_ROW(4) RLX_ROW(5)
@@ -176,40 +193,297 @@ __attribute__((target("avx2,fma"))) void ukernel_avx2(int64_t kc, const float* A
     for (int r = 0; r < MR; ++r) apply_act(C + r * ldc, kNr, epi->act);
 }
 #undef RLX_ROW
+
+// Copies rows [0, 6) x k [0, kc) of a row-major A (row stride lda) into a k-major micro-panel
+// d[k * 6 + r]: 4 k at a time, 2-row interleaves (unpack) then 64-bit pair shuffles.
+__attribute__((target("avx2,fma"))) void pack_a_panel6_avx(const float* A, int64_t lda, int64_t kc, float* d) {
+  const float *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda, *a4 = A + 4 * lda, *a5 = A + 5 * lda;
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4, d += 24) {
+    __m128 r0 = _mm_loadu_ps(a0 + k), r1 = _mm_loadu_ps(a1 + k), r2 = _mm_loadu_ps(a2 + k);
+    __m128 r3 = _mm_loadu_ps(a3 + k), r4 = _mm_loadu_ps(a4 + k), r5 = _mm_loadu_ps(a5 + k);
+    __m128 t0 = _mm_unpacklo_ps(r0, r1), t1 = _mm_unpackhi_ps(r0, r1);  // (r0 r1) pairs of k0 k1 | k2 k3
+    __m128 u0 = _mm_unpacklo_ps(r2, r3), u1 = _mm_unpackhi_ps(r2, r3);
+    __m128 v0 = _mm_unpacklo_ps(r4, r5), v1 = _mm_unpackhi_ps(r4, r5);
+    _mm_storeu_ps(d, _mm_movelh_ps(t0, u0));        // k0: r0 r1 r2 r3
+    _mm_storeu_ps(d + 4, _mm_blend_ps(v0, t0, 12));  // k0: r4 r5, k1: r0 r1
+    _mm_storeu_ps(d + 8, _mm_movehl_ps(v0, u0));     // k1: r2 r3 r4 r5
+    _mm_storeu_ps(d + 12, _mm_movelh_ps(t1, u1));
+    _mm_storeu_ps(d + 16, _mm_blend_ps(v1, t1, 12));
+    _mm_storeu_ps(d + 20, _mm_movehl_ps(v1, u1));
+  }
+  for (; k < kc; ++k, d += 6) {
+    d[0] = a0[k], d[1] = a1[k], d[2] = a2[k], d[3] = a3[k], d[4] = a4[k], d[5] = a5[k];
+  }
+}
+
+// 8 x 8 transpose: rows s[i * ls], 8 floats each, to d[j * ld] (used to pack a transposed B).
+__attribute__((target("avx2,fma"))) inline void transpose8(const float* s, int64_t ls, float* d, int64_t ld) {
+  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
+  __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
+  __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
+  __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(d + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(d + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(d + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
 #endif
 
 using Ukernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int, bool, const GemmEpi*,
                          int64_t, const float*, int64_t);
 
 struct Kernels {
-  Ukernel k[kMr + 1] = {};
+  Ukernel k[2][kMr + 1] = {};  // [A packed][rows]
+  bool avx2 = false;
 };
+
+template <bool PA>
+void fill(Kernels& t) {
+#if defined(RLX_GEMM_X86)
+  if (t.avx2) {
+    t.k[PA][1] = ukernel_avx2<1, PA>, t.k[PA][2] = ukernel_avx2<2, PA>, t.k[PA][3] = ukernel_avx2<3, PA>;
+    t.k[PA][4] = ukernel_avx2<4, PA>, t.k[PA][5] = ukernel_avx2<5, PA>, t.k[PA][6] = ukernel_avx2<6, PA>;
+    return;
+  }
+#endif
+  t.k[PA][1] = ukernel_portable<1, PA>, t.k[PA][2] = ukernel_portable<2, PA>, t.k[PA][3] = ukernel_portable<3, PA>;
+  t.k[PA][4] = ukernel_portable<4, PA>, t.k[PA][5] = ukernel_portable<5, PA>, t.k[PA][6] = ukernel_portable<6, PA>;
+}
 
 Kernels pick_kernels() {
   Kernels t;
-#if defined(RLX_GEMM_X86)
-  if (fast_gemm_available()) {
-    t.k[1] = ukernel_avx2<1>;
-    t.k[2] = ukernel_avx2<2>;
-    t.k[3] = ukernel_avx2<3>;
-    t.k[4] = ukernel_avx2<4>;
-    t.k[5] = ukernel_avx2<5>;
-    t.k[6] = ukernel_avx2<6>;
-    return t;
-  }
-#endif
-  t.k[1] = ukernel_portable<1>;
-  t.k[2] = ukernel_portable<2>;
-  t.k[3] = ukernel_portable<3>;
-  t.k[4] = ukernel_portable<4>;
-  t.k[5] = ukernel_portable<5>;
-  t.k[6] = ukernel_portable<6>;
+  t.avx2 = fast_gemm_available();
+  fill<false>(t);
+  fill<true>(t);
   return t;
 }
 
 const Kernels& kernels() {
   static const Kernels k = pick_kernels();
   return k;
+}
+
+// Per-thread scratch, 64-byte aligned, grown on first use and then reused (no steady-state allocation).
+struct Scratch {
+  float* p = nullptr;
+  size_t n = 0;
+  ~Scratch() { std::free(p); }
+  float* get(size_t need) {
+    if (need > n) {
+      std::free(p);
+      size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
+      p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      n = 0;
+      if (!p) throw std::bad_alloc();
+      n = bytes / sizeof(float);
+    }
+    return p;
+  }
+};
+thread_local Scratch t_apack, t_bpack;
+
+// Copies op(A) rows [0, mb) x k [0, kb) into 6-row k-major micro-panels: panel p at d + p * 6 * kb.
+// `A` points at element (row 0, k 0) of op(A); trans_a means it is stored [K, M] with row stride lda.
+void pack_a(bool trans_a, const float* A, int64_t lda, int64_t mb, int64_t kb, float* d, bool avx2) {
+  for (int64_t i = 0; i < mb; i += kMr, d += kMr * kb) {
+    const int64_t mr = std::min(kMr, mb - i);
+    if (trans_a) {  // op(A) rows are contiguous columns of the stored A: 6 floats per k
+      const float* s = A + i;
+      if (mr == kMr)
+        for (int64_t k = 0; k < kb; ++k) {
+          std::memcpy(d + k * kMr, s + k * lda, 4 * sizeof(float));
+          std::memcpy(d + k * kMr + 4, s + k * lda + 4, 2 * sizeof(float));
+        }
+      else
+        for (int64_t k = 0; k < kb; ++k)
+          for (int64_t r = 0; r < mr; ++r) d[k * kMr + r] = s[k * lda + r];
+      continue;
+    }
+    const float* s = A + i * lda;
+#if defined(RLX_GEMM_X86)
+    if (avx2 && mr == kMr) {
+      pack_a_panel6_avx(s, lda, kb, d);
+      continue;
+    }
+#endif
+    (void)avx2;
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t k = 0; k < kb; ++k) d[k * kMr + r] = s[r * lda + k];
+  }
+}
+
+// The single-thread loop nest over rows [0, M) of op(A) (A points at its row 0) and packed B.
+void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool trans_a, const float* Bp, float* C,
+                 int64_t ldc, const GemmEpi* epi, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K == 0) {
+    alignas(32) float zero[kNr] = {};
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; j += kNr) {
+        const float* res = epi && epi->residual ? epi->residual + i * epi->ldr + j : nullptr;
+        store_tile<1>(&zero, C + i * ldc + j, ldc, static_cast<int>(std::min(kNr, N - j)), accumulate, epi, j, res,
+                      epi ? epi->ldr : 0);
+      }
+    if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
+    return;
+  }
+  const Kernels& ks = kernels();
+  // Packing A pays when many 16-column panels reuse it; a transposed A (strided by lda per k) sooner.
+  const bool pack = M > 4 * kMr && (trans_a ? N > kNr : N >= 16 * kNr);
+  const int64_t nk = (K + kKc - 1) / kKc, kc = (K + nk - 1) / nk;
+  const int64_t mc = std::min(M, kMc);
+  float* abuf = pack ? t_apack.get(static_cast<size_t>((mc + kMr - 1) / kMr * kMr * kc)) : nullptr;
+  for (int64_t ic = 0; ic < M; ic += mc) {
+    const int64_t mb = std::min(mc, M - ic);
+    for (int64_t pc = 0; pc < K; pc += kc) {
+      const int64_t kb = std::min(kc, K - pc);
+      const bool last = pc + kb == K, acc = accumulate || pc > 0;
+      const GemmEpi* e = last ? epi : nullptr;
+      if (pack) pack_a(trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mb, kb, abuf, ks.avx2);
+      for (int64_t j = 0; j < N; j += kNr) {
+        const int nr = static_cast<int>(std::min(kNr, N - j));
+        const float* bp = Bp + j * K + pc * kNr;
+        for (int64_t i = 0; i < mb; i += kMr) {
+          const int64_t row = ic + i;
+          const int mr = static_cast<int>(std::min(kMr, mb - i));
+          const float* res = e && e->residual ? e->residual + row * e->ldr + j : nullptr;
+          const float* ap = pack ? abuf + i * kb : trans_a ? A + pc * lda + row : A + row * lda + pc;
+          ks.k[pack || trans_a][mr](kb, ap, pack ? kMr : lda, bp, C + row * ldc + j, ldc, nr, acc, e, j, res,
+                                    e ? e->ldr : 0);
+        }
+      }
+    }
+    if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base + ic, epi->row_base + ic + mb);
+  }
+}
+
+// Packs panels [p0, p1) of op(B) (16 columns each), times alpha, into dst (the whole packed buffer).
+void pack_b_panels(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
+                   float* dst, float alpha = 1.f);
+
+// Splits the GEMM over the pool. Bp is packed B, or null: then B/ldb/trans_b are packed into bbuf,
+// either once up front (row split) or panel range by panel range inside each column chunk.
+void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool trans_a, const float* Bp,
+                   const float* B, int64_t ldb, bool trans_b, float* bbuf, float* C, int64_t ldc, const GemmEpi* epi,
+                   bool accumulate, bool parallel, float alpha = 1.f) {
+  const int nt = parallel ? num_threads() : 1;
+  const int64_t panels = (N + kNr - 1) / kNr;
+  const double flops = 2.0 * M * N * K;
+  const int64_t micro_rows = (M + kMr - 1) / kMr;
+  auto pack_all = [&](bool par) {
+    if (Bp) return;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(K * kNr, 1));
+    if (par && K * N >= (int64_t(1) << 16))  // a small B is packed faster than a fork/join
+      parallel_for(panels, grain, [&](int64_t p0, int64_t p1) { pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha); });
+    else
+      pack_b_panels(trans_b, B, ldb, K, N, 0, panels, bbuf, alpha);
+    Bp = bbuf;
+  };
+  if (nt == 1 || flops < kParMinFlops) {
+    pack_all(false);
+    return gemm_serial(M, N, K, A, lda, trans_a, Bp, C, ldc, epi, accumulate);
+  }
+  const int64_t min_rows = kRowChunkMin, kMcMicro = kMc / kMr;
+  // B packed per call, A not transposed, and < 256 columns per thread or op(B) the bigger operand
+  // (N >= M: a layer at batch <= its width): a column split needs one fork/join instead of two (each
+  // thread packs only its own B panels, reads them once) and shares A.
+  const bool cols_free = !Bp && !trans_a && ((panels + nt - 1) / nt * kNr < 16 * kNr || N >= M);
+  if ((micro_rows >= int64_t(nt) * min_rows && !(cols_free && panels >= 2 * nt)) || panels < 2 * nt) {
+    // Rows, in blocks that threads claim from a shared counter (guided self-scheduling): a block is
+    // about 1/(2 x threads) of the rows still left, between min_rows/2 and 12 micro rows (one mc
+    // block), so the blocks shrink towards the end and a thread that started late or was
+    // descheduled leaves at most a small block for the other to wait on.
+    pack_all(true);
+    const int64_t lo = std::max<int64_t>(1, min_rows / 2), hi = std::max(lo, kMcMicro);
+    std::atomic<int64_t> next{0};
+    parallel_for(nt, 1, [&](int64_t, int64_t) {
+      for (int64_t cur = next.load(std::memory_order_relaxed), take;;) {
+        do {
+          if (cur >= micro_rows) return;
+          take = std::min(micro_rows - cur, std::clamp((micro_rows - cur) / (2 * int64_t(nt)), lo, hi));
+        } while (!next.compare_exchange_weak(cur, cur + take, std::memory_order_relaxed));
+        const int64_t r0 = cur * kMr, r1 = std::min(M, (cur + take) * kMr);
+        cur = next.load(std::memory_order_relaxed);
+        GemmEpi e;
+        if (epi) {
+          e = *epi;
+          if (e.residual) e.residual += r0 * e.ldr;
+          e.row_base += r0;
+        }
+        gemm_serial(r1 - r0, N, K, trans_a ? A + r0 : A + r0 * lda, lda, trans_a, Bp, C + r0 * ldc, ldc,
+                    epi ? &e : nullptr, accumulate);
+      }
+    });
+    return;
+  }
+  // Few rows (or B packed per call and A read in place): one contiguous range of 16-column panels per
+  // thread; each packs its own B panels (and, if A is packed, its own copy of A's blocks).
+  const int64_t per = (panels + nt - 1) / nt, chunks = (panels + per - 1) / per;
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      int64_t p0 = c * per, p1 = std::min(panels, p0 + per);
+      int64_t j0 = p0 * kNr, j1 = std::min(N, p1 * kNr);
+      const float* bp = Bp;
+      if (!bp) {
+        pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha);
+        bp = bbuf;
+      }
+      GemmEpi e;
+      if (epi) {
+        e = *epi;
+        if (e.bias) e.bias += j0;
+        if (e.residual) e.residual += j0;
+        e.rows_done = nullptr;  // rows are split across threads here: run it once below
+      }
+      gemm_serial(M, j1 - j0, K, A, lda, trans_a, bp + j0 * K, C + j0, ldc, epi ? &e : nullptr, accumulate);
+    }
+  });
+  if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
+}
+
+void pack_b_panels(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
+                   float* dst, float alpha) {
+#if defined(RLX_GEMM_X86)
+  const bool avx2 = kernels().avx2;
+#endif
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t j0 = p * kNr, nr = std::min(kNr, N - j0);
+    float* d = dst + j0 * K;  // panel p starts at p * K * 16 floats
+    if (!trans_b) {
+      for (int64_t k = 0; k < K; ++k) {
+        std::memcpy(d + k * kNr, B + k * ldb + j0, static_cast<size_t>(nr) * sizeof(float));
+        if (nr < kNr) std::fill(d + k * kNr + nr, d + (k + 1) * kNr, 0.f);
+      }
+      continue;
+    }
+    int64_t k = 0;
+#if defined(RLX_GEMM_X86)
+    if (avx2 && nr == kNr)  // 8 x 8 blocks: B rows j (stride ldb) become panel rows k (stride 16)
+      for (; k + 8 <= K; k += 8) {
+        transpose8(B + j0 * ldb + k, ldb, d + k * kNr, kNr);
+        transpose8(B + (j0 + 8) * ldb + k, ldb, d + k * kNr + 8, kNr);
+      }
+#endif
+    for (; k < K; ++k) {
+      float* dk = d + k * kNr;
+      for (int64_t j = 0; j < nr; ++j) dk[j] = B[(j0 + j) * ldb + k];
+      for (int64_t j = nr; j < kNr; ++j) dk[j] = 0.f;
+    }
+  }
+  if (alpha != 1.f)  // scaled while the panels are still in cache (the SGD update's -lr)
+    for (float *d = dst + p0 * kNr * K, *e = dst + std::min(p1 * kNr, (N + kNr - 1) / kNr * kNr) * K; d < e; ++d)
+      *d *= alpha;
 }
 
 }  // namespace
@@ -231,94 +505,29 @@ bool fast_gemm_available() {
 int64_t packed_b_size(int64_t K, int64_t N) { return (N + kNr - 1) / kNr * kNr * K; }
 
 void pack_b(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, float* dst) {
-  for (int64_t j0 = 0; j0 < N; j0 += kNr) {
-    int64_t nr = std::min(kNr, N - j0);
-    float* d = dst + j0 * K;  // panel j0/16 starts at (j0/16) * K * 16 floats
-    if (trans_b) {
-      if (nr < kNr)
-        for (int64_t k = 0; k < K; ++k) std::fill(d + k * kNr + nr, d + (k + 1) * kNr, 0.f);
-      for (int64_t j = 0; j < nr; ++j) {
-        const float* s = B + (j0 + j) * ldb;
-        for (int64_t k = 0; k < K; ++k) d[k * kNr + j] = s[k];
-      }
-    } else {
-      for (int64_t k = 0; k < K; ++k) {
-        std::memcpy(d + k * kNr, B + k * ldb + j0, static_cast<size_t>(nr) * sizeof(float));
-        if (nr < kNr) std::fill(d + k * kNr + nr, d + (k + 1) * kNr, 0.f);
-      }
-    }
-  }
+  pack_b_panels(trans_b, B, ldb, K, N, 0, (N + kNr - 1) / kNr, dst);
 }
 
 void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
                         int64_t ldc, const GemmEpi* epi, bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  if (K == 0) {
-    alignas(32) float zero[kNr] = {};
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; j += kNr) {
-        const float* res = epi && epi->residual ? epi->residual + i * epi->ldr + j : nullptr;
-        store_tile<1>(&zero, C + i * ldc + j, ldc, static_cast<int>(std::min(kNr, N - j)), accumulate, epi, j, res,
-                      epi ? epi->ldr : 0);
-      }
-    if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
-    return;
-  }
-  const Kernels& ks = kernels();
-  const int64_t nk = (K + kKc - 1) / kKc, kc = (K + nk - 1) / nk;
-  for (int64_t ic = 0; ic < M; ic += kMc) {
-    const int64_t mb = std::min(kMc, M - ic);
-    for (int64_t pc = 0; pc < K; pc += kc) {
-      const int64_t kb = std::min(kc, K - pc);
-      const bool last = pc + kb == K, acc = accumulate || pc > 0;
-      const GemmEpi* e = last ? epi : nullptr;
-      for (int64_t j = 0; j < N; j += kNr) {
-        const int nr = static_cast<int>(std::min(kNr, N - j));
-        const float* bp = Bp + j * K + pc * kNr;
-        for (int64_t i = 0; i < mb; i += kMr) {
-          const int64_t row = ic + i;
-          const int mr = static_cast<int>(std::min(kMr, mb - i));
-          const float* res = e && e->residual ? e->residual + row * e->ldr + j : nullptr;
-          ks.k[mr](kb, A + row * lda + pc, lda, bp, C + row * ldc + j, ldc, nr, acc, e, j, res, e ? e->ldr : 0);
-        }
-      }
-    }
-    if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base + ic, epi->row_base + ic + mb);
-  }
+  gemm_serial(M, N, K, A, lda, false, Bp, C, ldc, epi, accumulate);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc,
                  const GemmEpi* epi) {
-  const int nt = num_threads();
-  const double flops = 2.0 * M * N * K;
-  if (nt == 1 || flops < 2e6) return gemm_packed_serial(M, N, K, A, lda, Bp, C, ldc, epi);
-  // Rows when each thread gets a few 6-row tiles, else 16-column panels (tiny M, e.g. batch 1).
-  const int64_t micro_rows = (M + kMr - 1) / kMr, panels = (N + kNr - 1) / kNr;
-  if (micro_rows >= 4 * nt || micro_rows >= panels) {
-    parallel_for(micro_rows, 2, [&](int64_t m0, int64_t m1) {
-      int64_t r0 = m0 * kMr, r1 = std::min(M, m1 * kMr);
-      GemmEpi e;
-      if (epi) {
-        e = *epi;
-        if (e.residual) e.residual += r0 * e.ldr;
-        e.row_base += r0;
-      }
-      gemm_packed_serial(r1 - r0, N, K, A + r0 * lda, lda, Bp, C + r0 * ldc, ldc, epi ? &e : nullptr);
-    });
-    return;
-  }
-  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    int64_t c0 = p0 * kNr, c1 = std::min(N, p1 * kNr);
-    GemmEpi e;
-    if (epi) {
-      e = *epi;
-      if (e.bias) e.bias += c0;
-      if (e.residual) e.residual += c0;
-      e.rows_done = nullptr;  // rows are split across threads here: run it once below
-    }
-    gemm_packed_serial(M, c1 - c0, K, A, lda, Bp + c0 * K, C + c0, ldc, epi ? &e : nullptr);
-  });
-  if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
+  if (M <= 0 || N <= 0) return;
+  gemm_parallel(M, N, K, A, lda, false, Bp, nullptr, 0, false, nullptr, C, ldc, epi, false, true);
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel, const GemmEpi* epi,
+              float alpha) {
+  if (M <= 0 || N <= 0) return;
+  if (beta != 0.f && beta != 1.f)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
+  float* bbuf = t_bpack.get(static_cast<size_t>(std::max<int64_t>(packed_b_size(K, N), 1)));
+  gemm_parallel(M, N, K, A, lda, trans_a, nullptr, B, ldb, trans_b, bbuf, C, ldc, epi, beta != 0.f, parallel, alpha);
 }
 
 }  // namespace rlx::cpu

@@ -1,15 +1,16 @@
 // The cpu device's own f32 GEMM: a packed-B AVX2+FMA 6x16 micro-kernel (register tile of 12 ymm
 // accumulators) with the epilogue (bias, residual add, activation) applied to each finished tile
-// while it is in registers/L1. B (the weight) is packed once into 16-column panels; A is read in
-// place (row-major, any row stride) so strided views (a head inside a fused QKV buffer) need no
-// copies. Rows are split over the cpu thread pool. See README.md for why this beats OpenBLAS and
-// oneDNN on MiniLM's shapes here.
+// while it is in registers/L1. B (the weight) is packed once into 16-column panels; A may be any
+// row-major view (any row stride: a head inside a fused QKV buffer); when many columns reuse it, it is
+// copied block by block into contiguous 6-row micro-panels in per-thread scratch, else read in place.
+// Work is split over the cpu thread pool.
+// gemm_f32 is the general entry (both operands packed per call, transposes for free). See README.md.
 #pragma once
 #include <cstdint>
 
 namespace rlx::cpu {
 
-enum class GemmAct : uint8_t { None, Relu, Gelu, GeluTanh, Silu };
+enum class GemmAct : uint8_t { None, Relu, Gelu, GeluTanh, Silu };  // Relu keeps NaN (max(x, 0))
 
 struct GemmEpi {
   const float* bias = nullptr;      // [N], added to every row
@@ -39,5 +40,19 @@ void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t
 // The same, split over the pool (rows when there are enough, else 16-column panels).
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
                  int64_t ldc, const GemmEpi* epi);
+
+// General f32 GEMM for any shape, the one entry for f32 contractions whose B is not packed ahead
+// (training's dot_generals, a Linear with a non-constant weight):
+// C[M,N] = alpha·op(A)[M,K]·op(B)[K,N] + beta·C (alpha scales B while it is packed; the SGD update
+// W - lr·Xᵀ·dH is alpha = -lr with epi->residual = W),
+// then the optional epilogue (same contract as gemm_packed). Row-major; op(A) is A stored [M,K] (row
+// stride lda), or with trans_a A stored [K,M]; op(B) is B stored [K,N] (ldb), or with trans_b B stored
+// [N,K]. beta 0 overwrites C (C need not be initialised), 1 accumulates, other values scale C first.
+// B is packed per call (and A, when enough columns reuse it) into per-thread scratch (grown once,
+// then reused), so a transposed operand costs only its packing. parallel=false stays on the calling thread (for use
+// inside a parallel_for); otherwise the work is split over the pool when it is big enough.
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float* C, int64_t ldc, float beta = 0.f, bool parallel = true,
+              const GemmEpi* epi = nullptr, float alpha = 1.f);
 
 }  // namespace rlx::cpu

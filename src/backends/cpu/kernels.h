@@ -17,8 +17,11 @@ KernelFn find_kernel(OpKind op, DType dt);
 // Generic kernel: the reference evaluation copied into the output buffers.
 void generic_kernel(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 // Generated (fused elementwise) kernel over `body`, chunk by chunk.
-// Typed f32 evaluator (fused.cpp); bodies it cannot type fall back to the chunked reference one.
+// Typed evaluator (fused.cpp); bodies it cannot type fall back to the chunked reference one.
 void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
+// [issue 6 trainperf] The typed evaluator behind fused_kernel (f32/bool/i32/i64 values; f32 math,
+// compare, select, convert, logic): returns false, having written nothing, for other bodies.
+bool fused_kernel_typed(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 void fused_kernel_reference(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 
 // Linear on the packed AVX2 GEMM (gemm_avx2.h), including the fused forms fuse_cpu_lir makes

@@ -1,347 +1,21 @@
 // [issue 6 training] Kernels the training step needs that the inference kernels did not cover:
-// (1) a typed evaluator for fused elementwise bodies mixing f32 with bool/i32/i64 (ReLU backward is
-// ge+select, a loss's one-hot is eq+convert), chunked and parallel like fused.cpp's f32 evaluator;
-// (2) f32 reductions over one contiguous run of axes (bias gradients, softmax sums), argmax/argmin,
-// and broadcast_in_dim for any dtype. Everything else keeps the reference-based generic kernel.
+// (1) f32 reductions over one contiguous run of axes (bias gradients, softmax sums), argmax/argmin,
+// and broadcast_in_dim for any dtype (everything else keeps the reference-based generic kernel);
+// (2) fuse_train_lir, the schedule rewrite that moves bias/ReLU, ReLU's backward mask and the SGD
+// update into the epilogues of the step's GEMMs (run by train_gemm in gemm.cpp). Fused bodies that
+// mix f32 with bool/i32/i64 run on fused.cpp's one typed evaluator.
 #include "backends/cpu/train_kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
+#include "lir/plan.h"
 
 namespace rlx::cpu {
-
-namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Mixed-dtype fused evaluator.
-
-constexpr int64_t kChunk = 1024;
-
-enum class Ty : uint8_t { F32, B8, I32, I64, None };
-
-Ty ty_of(DType d) {
-  switch (d) {
-    case DType::f32: return Ty::F32;
-    case DType::boolean: return Ty::B8;
-    case DType::i32: return Ty::I32;
-    case DType::i64: return Ty::I64;
-    default: return Ty::None;
-  }
-}
-
-// Bool registers hold uint32 0/1 (widened on load, narrowed on store) so that compare and select
-// on f32 data are same-width loops that vectorize.
-using Bool = uint32_t;
-
-template <class F>
-void with_ty(Ty t, F&& f) {
-  switch (t) {
-    case Ty::F32: f(float{}); break;
-    case Ty::B8: f(Bool{}); break;
-    case Ty::I32: f(int32_t{}); break;
-    case Ty::I64: f(int64_t{}); break;
-    case Ty::None: break;
-  }
-}
-
-bool float_op(OpKind k) {
-  switch (k) {
-    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
-    case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Sqrt: case OpKind::Rsqrt:
-    case OpKind::Tanh: case OpKind::Erf: case OpKind::Logistic: case OpKind::Log:
-      return true;
-    default: return false;
-  }
-}
-
-bool compare_op(OpKind k) {
-  return k == OpKind::Eq || k == OpKind::Ne || k == OpKind::Lt || k == OpKind::Le || k == OpKind::Gt || k == OpKind::Ge;
-}
-
-RLX_SIMD void run_float(OpKind op, const float* a, const float* b, float* y, int64_t n) {
-  switch (op) {
-    case OpKind::Add: for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i]; break;
-    case OpKind::Sub: for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i]; break;
-    case OpKind::Mul: for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; break;
-    case OpKind::Div: for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; break;
-    case OpKind::Max: for (int64_t i = 0; i < n; ++i) y[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i]; break;
-    case OpKind::Min: for (int64_t i = 0; i < n; ++i) y[i] = (a[i] != a[i] || a[i] < b[i]) ? a[i] : b[i]; break;
-    case OpKind::Neg: for (int64_t i = 0; i < n; ++i) y[i] = -a[i]; break;
-    case OpKind::Abs: for (int64_t i = 0; i < n; ++i) y[i] = __builtin_fabsf(a[i]); break;
-    case OpKind::Exp: for (int64_t i = 0; i < n; ++i) y[i] = vm::exp(a[i]); break;
-    case OpKind::Sqrt: for (int64_t i = 0; i < n; ++i) y[i] = __builtin_sqrtf(a[i]); break;
-    case OpKind::Rsqrt: for (int64_t i = 0; i < n; ++i) y[i] = 1.f / __builtin_sqrtf(a[i]); break;
-    case OpKind::Tanh: for (int64_t i = 0; i < n; ++i) y[i] = vm::tanh(a[i]); break;
-    case OpKind::Erf: for (int64_t i = 0; i < n; ++i) y[i] = vm::erf(a[i]); break;
-    case OpKind::Logistic: for (int64_t i = 0; i < n; ++i) y[i] = vm::logistic(a[i]); break;
-    case OpKind::Log: for (int64_t i = 0; i < n; ++i) y[i] = std::log(a[i]); break;
-    default: break;
-  }
-}
-
-template <class X>
-RLX_SIMD void run_compare(OpKind op, const X* a, const X* b, Bool* y, int64_t n) {
-  switch (op) {
-    case OpKind::Eq: for (int64_t i = 0; i < n; ++i) y[i] = a[i] == b[i]; break;
-    case OpKind::Ne: for (int64_t i = 0; i < n; ++i) y[i] = a[i] != b[i]; break;
-    case OpKind::Lt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i]; break;
-    case OpKind::Le: for (int64_t i = 0; i < n; ++i) y[i] = a[i] <= b[i]; break;
-    case OpKind::Gt: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i]; break;
-    case OpKind::Ge: for (int64_t i = 0; i < n; ++i) y[i] = a[i] >= b[i]; break;
-    default: break;
-  }
-}
-
-template <class X>
-RLX_SIMD void run_select(const Bool* c, const X* a, const X* b, X* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? a[i] : b[i];
-}
-
-template <class S, class D>
-void run_convert(const S* a, D* y, int64_t n) {
-  if constexpr (std::is_same_v<D, Bool>) {
-    for (int64_t i = 0; i < n; ++i) y[i] = a[i] != S(0);
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(a[i]);
-  }
-}
-
-// Supported: float ops on f32; compares on any of the four types; select; convert between the
-// integer/bool types and to f32 (float->integer is left to the reference: its NaN/overflow rules);
-// and/or/xor/not on bool.
-bool node_ok(const Graph& body, const Node& n) {
-  if (n.outputs.size() != 1) return false;
-  Ty y = ty_of(body.type(n.outputs[0]).dtype);
-  if (y == Ty::None || n.inputs.empty()) return false;
-  std::vector<Ty> x;
-  for (auto v : n.inputs) {
-    x.push_back(ty_of(body.type(v).dtype));
-    if (x.back() == Ty::None) return false;
-  }
-  if (float_op(n.op)) {
-    if (y != Ty::F32) return false;
-    for (Ty t : x)
-      if (t != Ty::F32) return false;
-    return true;
-  }
-  if (compare_op(n.op)) return x.size() == 2 && x[0] == x[1] && y == Ty::B8;
-  if (n.op == OpKind::Select) return x.size() == 3 && x[0] == Ty::B8 && x[1] == y && x[2] == y;
-  if (n.op == OpKind::Convert) return x.size() == 1 && (x[0] != Ty::F32 || y == Ty::F32 || y == Ty::B8);
-  if (n.op == OpKind::And || n.op == OpKind::Or || n.op == OpKind::Xor)
-    return x.size() == 2 && x[0] == Ty::B8 && x[1] == Ty::B8 && y == Ty::B8;
-  if (n.op == OpKind::Not) return x.size() == 1 && x[0] == Ty::B8 && y == Ty::B8;
-  return false;
-}
-
-enum class Src : uint8_t { Full, Scalar, Trailing, General };
-
-struct Operand {
-  Src src = Src::Full;
-  const char* data = nullptr;
-  size_t es = 4;
-  int64_t inner = 1;
-  std::vector<int64_t> stride;
-};
-
-struct Step {
-  OpKind op;
-  Ty ta, ty;  // type of input 0 (input 1 for select) and of the output
-  int a = -1, b = -1, c = -1, y = -1;
-};
-
-template <class E>
-void load_operand(const Operand& o, const std::vector<int64_t>& os, int64_t start, int64_t len, E* buf) {
-  const E* d = reinterpret_cast<const E*>(o.data);
-  int64_t r = static_cast<int64_t>(os.size());
-  switch (o.src) {
-    case Src::Full: break;
-    case Src::Scalar: std::fill(buf, buf + len, d[0]); break;
-    case Src::Trailing:
-      for (int64_t k = 0, p = start % o.inner; k < len; ++k, p = p + 1 == o.inner ? 0 : p + 1) buf[k] = d[p];
-      break;
-    case Src::General:
-      for (int64_t k = 0; k < len; ++k) {
-        int64_t rem = start + k, off = 0;
-        for (int64_t dd = r - 1; dd >= 0; --dd) {
-          off += (rem % os[dd]) * o.stride[dd];
-          rem /= os[dd];
-        }
-        buf[k] = d[off];
-      }
-      break;
-  }
-}
-
-void exec_step(const Step& st, void* const* ptr, void* y, int64_t n) {
-  if (float_op(st.op)) {
-    run_float(st.op, static_cast<const float*>(ptr[st.a]), st.b >= 0 ? static_cast<const float*>(ptr[st.b]) : nullptr,
-              static_cast<float*>(y), n);
-    return;
-  }
-  if (compare_op(st.op)) {
-    with_ty(st.ta, [&](auto tag) {
-      using X = decltype(tag);
-      run_compare<X>(st.op, static_cast<const X*>(ptr[st.a]), static_cast<const X*>(ptr[st.b]),
-                     static_cast<Bool*>(y), n);
-    });
-    return;
-  }
-  switch (st.op) {
-    case OpKind::Select:
-      with_ty(st.ty, [&](auto tag) {
-        using X = decltype(tag);
-        run_select<X>(static_cast<const Bool*>(ptr[st.a]), static_cast<const X*>(ptr[st.b]),
-                      static_cast<const X*>(ptr[st.c]), static_cast<X*>(y), n);
-      });
-      return;
-    case OpKind::Convert:
-      with_ty(st.ta, [&](auto stag) {
-        using S = decltype(stag);
-        with_ty(st.ty, [&](auto dtag) {
-          using D = decltype(dtag);
-          run_convert<S, D>(static_cast<const S*>(ptr[st.a]), static_cast<D*>(y), n);
-        });
-      });
-      return;
-    case OpKind::And:
-    case OpKind::Or:
-    case OpKind::Xor: {
-      auto a = static_cast<const Bool*>(ptr[st.a]), b = static_cast<const Bool*>(ptr[st.b]);
-      auto o = static_cast<Bool*>(y);
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = st.op == OpKind::And ? (a[i] & b[i]) : st.op == OpKind::Or ? (a[i] | b[i]) : (a[i] ^ b[i]);
-      return;
-    }
-    case OpKind::Not: {
-      auto a = static_cast<const Bool*>(ptr[st.a]);
-      auto o = static_cast<Bool*>(y);
-      for (int64_t i = 0; i < n; ++i) o[i] = a[i] ^ 1u;
-      return;
-    }
-    default: return;
-  }
-}
-
-}  // namespace
-
-bool fused_kernel_mixed(const Graph& body, const std::vector<Tensor>& in, Tensor& out) {
-  if (ty_of(out.dtype()) == Ty::None || body.outputs.size() != 1 || in.size() != body.inputs.size()) return false;
-  for (auto& n : body.nodes)
-    if (!node_ok(body, n)) return false;
-  for (size_t i = 0; i < in.size(); ++i)
-    if (ty_of(in[i].dtype()) == Ty::None || in[i].dtype() != body.type(body.inputs[i]).dtype) return false;
-  if (body.type(body.outputs[0]).dtype != out.dtype()) return false;
-
-  const auto& os = out.shape();
-  const int64_t total = out.numel(), r = out.rank();
-  std::vector<int> reg(body.values.size(), -1);
-  std::vector<Operand> ops(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    const Tensor& t = in[i];
-    Operand& o = ops[i];
-    o.data = static_cast<const char*>(t.raw());
-    o.es = dtype_size(t.dtype());
-    reg[body.inputs[i]] = static_cast<int>(i);
-    if (t.shape() == os) continue;
-    if (t.numel() == 1) {
-      o.src = Src::Scalar;
-      continue;
-    }
-    int64_t lead = 0;
-    while (lead < t.rank() && t.shape()[lead] == 1) ++lead;
-    int64_t tr = t.rank() - lead;
-    bool trailing = tr <= r;
-    for (int64_t d = 0; trailing && d < tr; ++d) trailing = t.shape()[lead + d] == os[r - tr + d];
-    if (trailing) {
-      o.src = Src::Trailing;
-      o.inner = t.numel();
-      continue;
-    }
-    o.src = Src::General;
-    o.stride.assign(static_cast<size_t>(r), 0);
-    int64_t s = 1;
-    for (int64_t d = r - 1; d >= 0; --d) {
-      int64_t td = d - (r - t.rank());
-      if (td >= 0 && t.shape()[td] != 1) o.stride[d] = s;
-      if (td >= 0) s *= t.shape()[td];
-    }
-  }
-  const int nin = static_cast<int>(in.size());
-  std::vector<Step> steps;
-  int nscratch = 0;
-  for (auto& n : body.nodes) {
-    Step st{n.op, Ty::None, ty_of(body.type(n.outputs[0]).dtype)};
-    st.a = reg[n.inputs[0]];
-    if (n.inputs.size() > 1) st.b = reg[n.inputs[1]];
-    if (n.inputs.size() > 2) st.c = reg[n.inputs[2]];
-    if (st.a < 0 || (n.inputs.size() > 1 && st.b < 0) || (n.inputs.size() > 2 && st.c < 0)) return false;
-    st.ta = ty_of(body.type(n.inputs[n.op == OpKind::Select ? 1 : 0]).dtype);
-    st.y = reg[n.outputs[0]] = nin + nscratch++;
-    steps.push_back(st);
-  }
-  const int out_reg = reg[body.outputs[0]];
-  if (out_reg < 0) return false;
-  const int nregs = nin + nscratch;
-  const size_t oes = dtype_size(out.dtype());
-  const bool out_bool = out.dtype() == DType::boolean;  // registers are wider: store through scratch
-  char* Y = static_cast<char*>(out.raw());
-
-  parallel_for((total + kChunk - 1) / kChunk, 16, [&](int64_t c0, int64_t c1) {
-    thread_local std::vector<uint64_t> scratch;  // 8 bytes per element: enough for every type
-    size_t need = static_cast<size_t>(nregs + 1) * kChunk;
-    if (scratch.size() < need) scratch.resize(need);
-    thread_local std::vector<void*> ptr;
-    if (ptr.size() < static_cast<size_t>(nregs)) ptr.resize(static_cast<size_t>(nregs));
-    for (int64_t c = c0; c < c1; ++c) {
-      int64_t start = c * kChunk, len = std::min(kChunk, total - start);
-      for (int i = 0; i < nin; ++i) {
-        const Operand& o = ops[i];
-        void* buf = scratch.data() + static_cast<size_t>(i) * kChunk;
-        if (o.es == 1) {  // bool: widen to Bool registers
-          auto* wb = static_cast<Bool*>(buf);
-          const uint8_t* src = reinterpret_cast<const uint8_t*>(o.data) + start;
-          if (o.src != Src::Full) {
-            thread_local std::vector<uint8_t> tmp;
-            if (tmp.size() < static_cast<size_t>(kChunk)) tmp.resize(static_cast<size_t>(kChunk));
-            load_operand(o, os, start, len, tmp.data());
-            src = tmp.data();
-          }
-          for (int64_t k = 0; k < len; ++k) wb[k] = src[k] != 0;
-          ptr[i] = buf;
-          continue;
-        }
-        if (o.src == Src::Full) {
-          ptr[i] = const_cast<char*>(o.data) + start * static_cast<int64_t>(o.es);
-          continue;
-        }
-        switch (o.es) {
-          case 1: load_operand(o, os, start, len, static_cast<uint8_t*>(buf)); break;
-          case 4: load_operand(o, os, start, len, static_cast<uint32_t*>(buf)); break;
-          default: load_operand(o, os, start, len, static_cast<uint64_t*>(buf)); break;
-        }
-        ptr[i] = buf;
-      }
-      for (const Step& st : steps) {
-        void* y = st.y == out_reg && !out_bool ? static_cast<void*>(Y + start * static_cast<int64_t>(oes))
-                                  : static_cast<void*>(scratch.data() + static_cast<size_t>(st.y) * kChunk);
-        exec_step(st, ptr.data(), y, len);
-        ptr[st.y] = y;
-      }
-      if (out_bool) {
-        const Bool* v = static_cast<const Bool*>(ptr[out_reg]);
-        auto* yb = reinterpret_cast<uint8_t*>(Y) + start;
-        for (int64_t k = 0; k < len; ++k) yb[k] = static_cast<uint8_t>(v[k] != 0);
-      } else if (out_reg < nin) {
-        std::memcpy(Y + start * static_cast<int64_t>(oes), ptr[out_reg], static_cast<size_t>(len) * oes);
-      }
-    }
-  });
-  return true;
-}
 
 namespace {
 
@@ -349,7 +23,10 @@ namespace {
 // Reductions, arg-reductions, broadcast.
 
 // Splits `shape` into [outer, red, inner] when `axes` (normalized) are one contiguous run.
-bool split3(const std::vector<int64_t>& shape, std::vector<int64_t> axes, int64_t* outer, int64_t* red, int64_t* inner) {
+bool split3(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes_in, int64_t* outer, int64_t* red,
+            int64_t* inner) {
+  thread_local std::vector<int64_t> axes;  // reused: a warm run allocates nothing
+  axes.assign(axes_in.begin(), axes_in.end());
   int64_t r = static_cast<int64_t>(shape.size());
   for (auto& a : axes) {
     if (a < 0) a += r;
@@ -370,6 +47,8 @@ bool split3(const std::vector<int64_t>& shape, std::vector<int64_t> axes, int64_
 }
 
 enum class Red { Sum, Max, Min };
+
+constexpr int64_t kReduceGrain = 131072;  // elements per parallel chunk of a reduction
 
 inline float fold(Red k, float acc, float x) {
   if (k == Red::Sum) return acc + x;
@@ -411,14 +90,16 @@ void reduce_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
   const float* X = in[0].data<float>();
   float* Y = out[0].data<float>();
   if (I == 1) {
-    int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(R, 1));
+    // >= 128K elements per chunk: a bias gradient at batch 128 ([128, 512]) is ~10 us of adds, less
+    // than waking a second thread costs on a busy machine.
+    int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1));
     parallel_for(O, grain, [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) Y[o] = reduce_row(k, X + o * R, R);
     });
     return;
   }
   // Inner run contiguous: fold whole rows; split the inner run (columns) across threads.
-  int64_t cgrain = std::max<int64_t>(64, 32768 / std::max<int64_t>(R, 1));
+  int64_t cgrain = std::max<int64_t>(64, kReduceGrain / std::max<int64_t>(R, 1));
   for (int64_t o = 0; o < O; ++o) {
     const float* x = X + o * R * I;
     float* y = Y + o * I;
@@ -465,7 +146,8 @@ void broadcast_rows(const char* src, char* dst, const std::vector<int64_t>& os, 
   int64_t r = static_cast<int64_t>(os.size());
   int64_t inner = os[r - 1], is = st[r - 1], rows = 1;
   for (int64_t k = 0; k + 1 < r; ++k) rows *= os[k];
-  std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(r - 1, 0)), 0);
+  thread_local std::vector<int64_t> idx;  // reused: a warm run allocates nothing
+  idx.assign(static_cast<size_t>(std::max<int64_t>(r - 1, 0)), 0);
   int64_t off = 0;
   for (int64_t row = 0; row < rows; ++row) {
     E* y = d + row * inner;
@@ -493,7 +175,8 @@ void broadcast_in_dim(const Node& n, const std::vector<Tensor>& in, std::vector<
       (es != 1 && es != 2 && es != 4 && es != 8))
     return generic_kernel(n, in, out);
   int64_t r = static_cast<int64_t>(os.size());
-  std::vector<int64_t> st(static_cast<size_t>(r), 0);
+  thread_local std::vector<int64_t> st;  // reused: a warm run allocates nothing
+  st.assign(static_cast<size_t>(r), 0);
   int64_t s = 1;
   for (int64_t i = x.rank() - 1; i >= 0; --i) {
     int64_t d = dims[i];
@@ -526,6 +209,148 @@ KernelFn find_train_kernel(OpKind op, DType dt) {
     case OpKind::BroadcastInDim: return &broadcast_in_dim;
     default: return nullptr;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training epilogues into the GEMM (fuse_train_lir).
+
+namespace {
+
+bool f32_shape(const LirBuffer& b, const Shape& s) { return b.type.dtype == DType::f32 && b.type.shape == s; }
+
+bool const_zero(const LirProgram& p, int b) {
+  const LirBuffer& lb = p.buffers[b];
+  return lb.kind == BufferKind::Const && lb.type.dtype == DType::f32 && lb.value.numel() == 1 && lb.value.get(0) == 0.0;
+}
+
+// A dot_general train_gemm runs: f32, 2-D operands, one contracting dim each, no batch dims.
+bool train_dot(const LirProgram& p, const LirKernel& k) {
+  if (k.kind != KernelKind::Library || k.op != OpKind::DotGeneral || k.in.size() != 2 || k.out.size() != 1) return false;
+  if (k.attrs.count("cpu_epi")) return false;
+  for (int b : {k.in[0], k.in[1], k.out[0]})
+    if (p.buffers[b].type.dtype != DType::f32 || p.buffers[b].type.shape.size() != 2) return false;
+  Node n{k.op, {}, {}, k.attrs, ""};
+  return attr_ints(n, "lhs_batch").empty() && attr_ints(n, "rhs_batch").empty() &&
+         attr_ints(n, "lhs_contract").size() == 1 && attr_ints(n, "rhs_contract").size() == 1;
+}
+
+// The kernel input slot that body value v is, or -1 (an intermediate).
+int slot_of(const Graph& body, ValueId v) {
+  for (size_t i = 0; i < body.inputs.size(); ++i)
+    if (body.inputs[i] == v) return static_cast<int>(i);
+  return -1;
+}
+
+// Matches reader kernel `r` (the only reader of z, the GEMM's output) against the three epilogues;
+// on success appends the extra inputs to `d` and sets its attrs.
+bool absorb(const LirProgram& p, LirKernel& d, const LirKernel& r, int z) {
+  const Shape& zs = p.buffers[z].type.shape;
+  const int64_t N = zs[1].v;
+  if (r.out.size() != 1 || !f32_shape(p.buffers[r.out[0]], zs)) return false;
+  auto add_in = [&](const char* attr, int b) {
+    d.attrs[attr] = static_cast<int64_t>(d.in.size());
+    d.in.push_back(b);
+  };
+  // Library add(z, bias) (a last layer without activation).
+  if (r.kind == KernelKind::Library && r.op == OpKind::Add && r.in.size() == 2) {
+    int other = r.in[0] == z ? r.in[1] : r.in[1] == z ? r.in[0] : -1;
+    if (other < 0 || other == z || !f32_shape(p.buffers[other], Shape{Dim(N)})) return false;
+    add_in("cpu_bias", other);
+    d.attrs["cpu_epi"] = std::string("bias");
+    return true;
+  }
+  if (r.kind != KernelKind::Generated || r.body.outputs.size() != 1) return false;
+  const Graph& g = r.body;
+  auto buf = [&](ValueId v) {  // kernel buffer of a body input, or -1
+    int s = slot_of(g, v);
+    return s < 0 ? -1 : r.in[static_cast<size_t>(s)];
+  };
+  const auto& ns = g.nodes;
+  // add(z, bias) [, max(., 0)]
+  if ((ns.size() == 1 || ns.size() == 2) && ns[0].op == OpKind::Add && ns[0].inputs.size() == 2) {
+    int a0 = buf(ns[0].inputs[0]), a1 = buf(ns[0].inputs[1]);
+    int bias = a0 == z ? a1 : a1 == z ? a0 : -1;
+    if (bias < 0 || bias == z || !f32_shape(p.buffers[bias], Shape{Dim(N)})) return false;
+    bool relu = false;
+    if (ns.size() == 2) {
+      const Node& m = ns[1];
+      if (m.op != OpKind::Max || m.inputs.size() != 2 || m.inputs[0] != ns[0].outputs[0] || !const_zero(p, buf(m.inputs[1])))
+        return false;
+      relu = true;
+    }
+    if (g.outputs[0] != ns.back().outputs[0]) return false;
+    add_in("cpu_bias", bias);
+    if (relu) d.attrs["activation"] = std::string("relu");
+    d.attrs["cpu_epi"] = std::string(relu ? "bias+relu" : "bias");
+    return true;
+  }
+  if (ns.size() != 2 || g.outputs[0] != ns[1].outputs[0]) return false;
+  // gt(h, 0) ; select(., z, 0): ReLU's backward.
+  if (ns[0].op == OpKind::Gt && ns[1].op == OpKind::Select && ns[0].inputs.size() == 2 && ns[1].inputs.size() == 3) {
+    int h = buf(ns[0].inputs[0]);
+    if (h < 0 || h == z || !f32_shape(p.buffers[h], zs) || !const_zero(p, buf(ns[0].inputs[1]))) return false;
+    if (ns[1].inputs[0] != ns[0].outputs[0] || buf(ns[1].inputs[1]) != z || !const_zero(p, buf(ns[1].inputs[2])))
+      return false;
+    add_in("cpu_mask", h);
+    d.attrs["cpu_epi"] = std::string("relu_mask");
+    return true;
+  }
+  // mul(lr, z) ; sub(W, .): plain SGD.
+  if (ns[0].op == OpKind::Mul && ns[1].op == OpKind::Sub && ns[0].inputs.size() == 2 && ns[1].inputs.size() == 2) {
+    int m0 = buf(ns[0].inputs[0]), m1 = buf(ns[0].inputs[1]);
+    int lr = m0 == z ? m1 : m1 == z ? m0 : -1;
+    if (lr < 0 || lr == z || p.buffers[lr].type.dtype != DType::f32 || !p.buffers[lr].type.shape.empty()) return false;
+    if (ns[1].inputs[1] != ns[0].outputs[0]) return false;
+    int w = buf(ns[1].inputs[0]);
+    if (w < 0 || w == z || !f32_shape(p.buffers[w], zs) || w == r.out[0]) return false;
+    add_in("cpu_sgd_w", w);
+    add_in("cpu_sgd_lr", lr);
+    d.attrs["cpu_epi"] = std::string("sgd");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void fuse_train_lir(LirProgram& p) {
+  if (!fast_gemm_available()) return;
+  const size_t nb = p.buffers.size();
+  std::vector<std::vector<int>> readers(nb);
+  std::vector<int> views(nb, 0);
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    for (int b : p.kernels[k].in) readers[b].push_back(static_cast<int>(k));
+  for (auto& b : p.buffers)
+    if (b.kind == BufferKind::View) ++views[b.view_of];
+  std::vector<bool> dead(p.kernels.size(), false);
+  bool changed = false;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    LirKernel& d = p.kernels[k];
+    if (dead[k] || !train_dot(p, d)) continue;
+    const int z = d.out[0];
+    if (p.buffers[z].kind != BufferKind::Arena || views[z] != 0 || readers[z].size() != 1) continue;
+    const int rk = readers[z][0];
+    if (rk <= static_cast<int>(k) || dead[rk]) continue;
+    LirKernel& r = p.kernels[rk];
+    // The reader's other inputs must exist when the GEMM runs: produced before it (or never).
+    bool ready = true;
+    for (int b : r.in)
+      for (size_t j = k + 1; j < static_cast<size_t>(rk) && ready; ++j)
+        for (int o : p.kernels[j].out) ready &= o != b;
+    if (!ready || !absorb(p, d, r, z)) continue;
+    // absorb's extra inputs were read by r; they are now read by d too.
+    for (size_t i = 2; i < d.in.size(); ++i) readers[d.in[i]].push_back(static_cast<int>(k));
+    d.out = {r.out[0]};
+    d.origin += " +" + attr_str(Node{d.op, {}, {}, d.attrs, ""}, "cpu_epi");
+    dead[rk] = true;
+    changed = true;
+  }
+  if (!changed) return;
+  std::vector<LirKernel> keep;
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    if (!dead[k]) keep.push_back(std::move(p.kernels[k]));
+  p.kernels = std::move(keep);
+  plan_memory(p);
 }
 
 }  // namespace rlx::cpu

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/render.h"
 #include "runtime/backend.h"
 
 namespace rlx::cuda {
@@ -40,6 +41,10 @@ struct Api;
 // The same for a given NVRTC table and architecture ("sm_90"): usable without a GPU (nvrtc_only()).
 std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string& source,
                               bool* from_disk_cache = nullptr);
+
+// What the executable would launch for `p` (after the backend's LIR rewrites and merge-launches),
+// without a GPU: (label, kernel); GEMMs and copies have an empty kernel. For compile checks.
+std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProgram& p);
 
 void register_cuda_backend();
 

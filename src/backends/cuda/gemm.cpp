@@ -125,10 +125,13 @@ GemmPlan::GemmPlan(const GemmShape& s, size_t workspace_bytes) : s_(s) {
   check_blas(a.cublasLtMatmulPreferenceCreate(&pref), "preference");
   uint64_t ws = workspace_bytes;
   check_blas(a.cublasLtMatmulPreferenceSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof ws), "workspace");
-  cublasLtMatmulHeuristicResult_t res[8] = {};
+  // Up to 24 candidates, all timed by the executable's autotuner (the heuristic's first choice is
+  // often not the fastest for small GEMMs).
+  constexpr int kMaxCandidates = 24;
+  cublasLtMatmulHeuristicResult_t res[kMaxCandidates] = {};
   int found = 0;
   // The heuristic needs the bias pointer's alignment; a null pointer is accepted for planning.
-  check_blas(a.cublasLtMatmulAlgoGetHeuristic(blas_handle(), desc_, la_, lb_, lc_, lc_, pref, 8, res, &found),
+  check_blas(a.cublasLtMatmulAlgoGetHeuristic(blas_handle(), desc_, la_, lb_, lc_, lc_, pref, kMaxCandidates, res, &found),
              "heuristic");
   cands_.assign(res, res + std::max(found, 0));
   a.cublasLtMatmulPreferenceDestroy(pref);

@@ -34,7 +34,7 @@ class GemmPlan {
   GemmPlan& operator=(const GemmPlan&) = delete;
   void run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c, CUdeviceptr workspace, CUstream s);
   const GemmShape& shape() const { return s_; }
-  // Autotuning: the heuristic's top candidates (up to 8); select(i) makes candidate i the one run.
+  // Autotuning: the heuristic's top candidates (up to 24); select(i) makes candidate i the one run.
   int candidates() const { return static_cast<int>(cands_.size()); }
   void select(int i) { algo_ = cands_[i].algo, ws_ = cands_[i].workspaceSize; }
 

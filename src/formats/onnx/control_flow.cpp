@@ -15,8 +15,6 @@
 
 #include <algorithm>
 
-#include "rlx/reference.h"
-
 namespace rlx::onnx {
 
 // ---- shared helpers -------------------------------------------------------------------------------
@@ -69,46 +67,6 @@ struct ScopeGuard {
     c.begin(node);
   }
 };
-
-std::optional<Tensor> fold_rec(Ctx& c, V v, std::map<V, std::optional<Tensor>>& memo, int depth) {
-  if (const Tensor* t = c.cval(v)) return *t;
-  if (const Tensor* t = c.pinned_value(v)) return *t;
-  auto m = memo.find(v);
-  if (m != memo.end()) return m->second;
-  std::optional<Tensor> r;
-  const Graph& g = c.g();
-  int32_t p = g.values[v].producer;
-  const ValueType& vt = g.type(v);
-  if (p >= 0 && depth < 512 && is_static(vt.shape) && numel(vt.shape) <= 4096) {
-    const Node& n = g.nodes[p];
-    if (n.op != OpKind::RngUniform) {
-      std::vector<Tensor> ins;
-      bool ok = true;
-      for (V i : n.inputs) {
-        auto t = fold_rec(c, i, memo, depth + 1);
-        if (!t) {
-          ok = false;
-          break;
-        }
-        ins.push_back(*t);
-      }
-      std::vector<ValueType> ot;
-      for (V o : n.outputs) {
-        if (!is_static(g.type(o).shape)) ok = false;
-        ot.push_back(g.type(o));
-      }
-      if (ok) {
-        try {
-          r = reference_eval(n, ins, ot)[g.values[v].index];
-        } catch (const Error&) {
-          r.reset();
-        }
-      }
-    }
-  }
-  memo[v] = r;
-  return r;
-}
 
 // Condition as a scalar bool value (ONNX allows [1] too).
 V as_scalar_bool(Ctx& c, V v) {
@@ -216,13 +174,8 @@ std::vector<V> run_scan(Ctx& c, const ::onnx::GraphProto& body, std::vector<V> s
 
 }  // namespace
 
-std::optional<Tensor> try_fold(Ctx& c, V v) {
-  std::map<V, std::optional<Tensor>> memo;
-  return fold_rec(c, v, memo, 0);
-}
-
 std::optional<int64_t> known_int(Ctx& c, V v) {
-  auto t = try_fold(c, v);
+  const Tensor* t = c.try_const(v);
   if (!t || t->numel() != 1) return std::nullopt;
   return t->get_int(0);
 }
@@ -257,7 +210,7 @@ void register_control_flow_ops(std::map<std::string, Converter>& r) {
       set_all(import_subgraph(c, k->get(0) != 0 ? tb : eb, {}));
       return;
     }
-    std::optional<Tensor> fed = try_fold(c, cond);  // computed from fed input values
+    const Tensor* fed = c.try_const(cond);  // computed from fed input values
     std::string why;
     try {
       auto a = import_subgraph(c, tb, {}), b = import_subgraph(c, eb, {});

@@ -181,57 +181,65 @@ V Ctx::in(int i) const {
 }
 
 const Tensor& Ctx::const_in(int i, const char* what) const {
-  V v = in(i);
-  const Tensor* t = cval(v);
-  if (!t) {
-    auto it = pinned_.find(v);
-    if (it != pinned_.end()) return it->second;
-  }
-  if (!t) t = const_cast<Ctx*>(this)->try_const(v);  // [issue 4: dtypes] computed from pinned inputs
+  const Tensor* t = try_const(in(i));  // a constant, a pinned input, or computed from them
   if (!t) error(std::string("input '") + what + "' must be known at import time (computed at run time is unsupported)");
   return *t;
 }
 
-// [issue 4: dtypes] Lazy import-time evaluation of values computed from constants and pinned inputs
-// (e.g. a Range limit derived from a window-size input): only where the importer needs the value,
-// so the rest of the graph still computes at run time.
-const Tensor* Ctx::try_const(V v) {
-  std::map<V, size_t> producer;
-  for (size_t i = 0; i < g_.nodes.size(); ++i)
-    for (V o : g_.nodes[i].outputs) producer[o] = i;
-  std::set<V> failed;
-  std::function<const Tensor*(V)> eval = [&](V x) -> const Tensor* {
+// Lazy import-time evaluation of values computed from constants and pinned inputs (a Range limit
+// derived from a window-size input, a Loop trip count or condition, an If condition): only where the
+// importer needs the value, so the rest of the graph still computes at run time. An iterative walk
+// over the producers (an unrolled loop makes deep chains); values and failures are remembered, so
+// asking again each loop iteration only evaluates the new nodes.
+const Tensor* Ctx::try_const(V v) const {
+  auto known = [&](V x) -> const Tensor* {
     if (const Tensor* t = cval(x)) return t;
     if (auto it = pinned_.find(x); it != pinned_.end()) return &it->second;
     if (auto it = lazy_consts_.find(x); it != lazy_consts_.end()) return &it->second;
-    auto p = producer.find(x);
-    if (failed.count(x) || p == producer.end()) return nullptr;
-    const Node& n = g_.nodes[p->second];
-    if (n.op == OpKind::RngUniform) return nullptr;
+    return nullptr;
+  };
+  // Whether x's producer could be evaluated here at all (graph inputs and rng cannot).
+  auto foldable = [&](V x) {
+    int32_t p = g_.values[x].producer;
+    if (p < 0 || g_.nodes[p].op == OpKind::RngUniform) return false;
+    for (V o : g_.nodes[p].outputs)
+      if (!is_static(type(o).shape) || numel(type(o).shape) > (int64_t{1} << 22)) return false;
+    return true;
+  };
+  if (const Tensor* t = known(v)) return t;
+  if (not_const_.count(v)) return nullptr;
+  std::vector<std::pair<V, size_t>> stack;  // (value, next producer input to visit)
+  // Every value on the stack depends on the one that failed.
+  auto give_up = [&]() -> const Tensor* {
+    for (auto& [x, i] : stack) not_const_.insert(x);
+    return nullptr;
+  };
+  if (!foldable(v)) return not_const_.insert(v), nullptr;
+  stack.push_back({v, 0});
+  while (!stack.empty()) {
+    V x = stack.back().first;
+    const Node& n = g_.nodes[g_.values[x].producer];
+    if (stack.back().second < n.inputs.size()) {
+      V in = n.inputs[stack.back().second++];
+      if (known(in)) continue;
+      if (not_const_.count(in) || !foldable(in)) return not_const_.insert(in), give_up();
+      stack.push_back({in, 0});
+      continue;
+    }
     std::vector<Tensor> vals;
-    for (V in : n.inputs) {
-      const Tensor* t = eval(in);
-      if (!t) {
-        failed.insert(x);
-        return nullptr;
-      }
-      vals.push_back(*t);
-    }
+    for (V in : n.inputs) vals.push_back(*known(in));
     std::vector<ValueType> ot;
-    for (V o : n.outputs) {
-      if (!is_static(type(o).shape) || numel(type(o).shape) > (int64_t{1} << 22)) return failed.insert(x), nullptr;
-      ot.push_back(type(o));
-    }
+    for (V o : n.outputs) ot.push_back(type(o));
     std::vector<Tensor> r;
     try {
       r = reference_eval(n, vals, ot);
     } catch (const Error&) {
-      return failed.insert(x), nullptr;
+      return give_up();
     }
-    for (size_t i = 0; i < n.outputs.size(); ++i) lazy_consts_[n.outputs[i]] = r[i];
-    return &lazy_consts_.at(x);
-  };
-  return eval(v);
+    for (size_t i = 0; i < n.outputs.size(); ++i) lazy_consts_[n.outputs[i]] = std::move(r[i]);
+    stack.pop_back();
+  }
+  return known(v);
 }
 
 int64_t Ctx::int_in(int i, const char* what) const {

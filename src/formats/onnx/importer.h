@@ -129,14 +129,16 @@ class Ctx {
     return it == storage_types_.end() ? 0 : it->second;
   }
   void set_storage_type(V v, int onnx_type) { storage_types_[v] = onnx_type; }
-  // [issue 4: dtypes] A value needed at import that was not folded eagerly (it depends on pinned
-  // inputs): evaluates its producers with the reference interpreter from constants and pinned
-  // inputs. nullptr when it depends on a run-time value.
-  const Tensor* try_const(V v);
+  // The value of `v` at import: a constant, a pinned input (ImportOptions::input_values), or computed
+  // from those by the reference interpreter (values not folded eagerly because they depend on pinned
+  // inputs). nullptr when it depends on a run-time value. The one import-time evaluator: control
+  // flow (Loop trip counts/conditions, If), SplitToSequence and const_in all use it.
+  const Tensor* try_const(V v) const;
 
  private:
   std::map<V, int> storage_types_;
-  std::map<V, Tensor> lazy_consts_;
+  mutable std::map<V, Tensor> lazy_consts_;  // try_const's results (values are immutable once emitted)
+  mutable std::set<V> not_const_;            // values try_const found to depend on run-time inputs
 };
 
 bool is_supported_op(const std::string& op);
@@ -158,9 +160,6 @@ void register_conv_transpose(std::map<std::string, Converter>& r);
 // Converts one node (domain check, registry lookup, composite-value hooks); the main node loop and
 // subgraph bodies (If/Loop/Scan/SequenceMap) both go through it.
 void import_node(Ctx& c, const ::onnx::NodeProto& n);
-// Value of `v` computed at import from constants and fed input values (ImportOptions::input_values),
-// or nullopt when it depends on a run-time value (control_flow.cpp).
-std::optional<Tensor> try_fold(Ctx& c, V v);
 // sequences.cpp: ops on composite values that tensor converters do not handle (Identity); true when done.
 bool convert_composite_node(Ctx& c);
 bool is_composite_type(const ::onnx::TypeProto& t);

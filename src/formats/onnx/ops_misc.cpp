@@ -152,25 +152,10 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
   r["LpPool"] = [](Ctx& c) {
     V x = c.in(0);
     auto xd = c.static_shape(x, "X");
-    if (xd.size() < 3) c.error("X must have rank >= 3 (N, C, spatial...)");
+    auto [in, k, st, dil, pads] = pool_window(c, xd);
     int64_t rk = static_cast<int64_t>(xd.size());
     size_t sp = xd.size() - 2;
-    auto k = c.attr_ints("kernel_shape");
-    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
-    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
     if (c.attr_i("ceil_mode", 0)) c.error("ceil_mode is unsupported");
-    std::string ap = c.attr_s("auto_pad", "NOTSET");
-    std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
-    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-      for (size_t i = 0; i < sp; ++i) {
-        int64_t in = xd[2 + i], out = (in + st[i] - 1) / st[i];
-        int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + (k[i] - 1) * dil[i] + 1 - in), small = total / 2;
-        pads[i] = ap == "SAME_UPPER" ? small : total - small;
-        pads[sp + i] = total - pads[i];
-      }
-    } else if (ap == "VALID") {
-      pads.assign(2 * sp, 0);
-    }
     double p = static_cast<double>(c.attr_i("p", 2));
     std::vector<int64_t> win{1, 1}, strides{1, 1}, wp(2 * rk, 0);
     for (size_t i = 0; i < sp; ++i) {
@@ -246,6 +231,9 @@ void register_conv_transpose(std::map<std::string, Converter>& r) {
     auto op = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0));
     auto pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
     auto oshape = c.attr_ints("output_shape");
+    check_window(c, static_cast<size_t>(sp), k, st, dil);
+    if (static_cast<int64_t>(pads.size()) != 2 * sp) c.error("pads must have 2 x spatial-rank entries");
+    if (static_cast<int64_t>(op.size()) != sp) c.error("output_padding must have one entry per spatial dim");
     std::string ap = c.attr_s("auto_pad", "NOTSET");
     if (!oshape.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
       if (oshape.empty())

@@ -8,17 +8,10 @@
 
 namespace rlx::onnx {
 
-namespace {
+// ---- conv/pool windows (declared in ops_util.h) ----------------------------------------------------
 
-V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
-
-
-// Spatial padding from auto_pad / pads for input dims `in`, kernel `k` (effective extents).
-std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& k,
-                                  const std::vector<int64_t>& st, const std::vector<int64_t>& dil) {
-  size_t sp = in.size();
-  // Window attributes must match the spatial rank and be positive (malformed files are caught here,
-  // once, for every conv/pool converter).
+void check_window(Ctx& c, size_t sp, const std::vector<int64_t>& k, const std::vector<int64_t>& st,
+                  const std::vector<int64_t>& dil) {
   if (k.size() != sp) c.error("kernel must have one entry per spatial dim");
   if (st.size() != sp) c.error("strides must have one entry per spatial dim");
   if (dil.size() != sp) c.error("dilations must have one entry per spatial dim");
@@ -26,6 +19,15 @@ std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const 
     if (k[i] < 1 || st[i] < 1 || dil[i] < 1 || k[i] > (int64_t{1} << 20) || st[i] > (int64_t{1} << 20) ||
         dil[i] > (int64_t{1} << 20))
       c.error("kernel, strides and dilations must be positive (and sane)");
+}
+
+namespace {
+
+// Spatial padding from auto_pad / pads for input dims `in`, kernel `k`, strides `st`, dilations `dil`.
+std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const std::vector<int64_t>& k,
+                                  const std::vector<int64_t>& st, const std::vector<int64_t>& dil) {
+  size_t sp = in.size();
+  check_window(c, sp, k, st, dil);
   std::string ap = c.attr_s("auto_pad", "NOTSET");
   std::vector<int64_t> pads = c.attr_ints("pads");
   if (ap == "NOTSET") {
@@ -48,6 +50,32 @@ std::vector<int64_t> resolve_pads(Ctx& c, const std::vector<int64_t>& in, const 
   }
   return pads;
 }
+
+Window window(Ctx& c, const std::vector<int64_t>& xd, std::vector<int64_t> k) {
+  size_t sp = xd.size() - 2;
+  Window w{{xd.begin() + 2, xd.end()}, std::move(k), c.attr_ints("strides", std::vector<int64_t>(sp, 1)),
+           c.attr_ints("dilations", std::vector<int64_t>(sp, 1)), {}};
+  w.pads = resolve_pads(c, w.in, w.k, w.st, w.dil);
+  return w;
+}
+
+}  // namespace
+
+Window conv_window(Ctx& c, const std::vector<int64_t>& xd, const std::vector<int64_t>& wd) {
+  if (xd.size() < 3 || wd.size() != xd.size()) c.error("X and W must have the same rank >= 3");
+  return window(c, xd, {wd.begin() + 2, wd.end()});
+}
+
+Window pool_window(Ctx& c, const std::vector<int64_t>& xd) {
+  if (xd.size() < 3) c.error("X must have rank >= 3 (N, C, spatial...)");
+  auto k = c.attr_ints("kernel_shape");
+  if (k.size() != xd.size() - 2) c.error("kernel_shape must have one entry per spatial dim");
+  return window(c, xd, k);
+}
+
+namespace {
+
+V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
 
 // Softmax-family with the pre-13 "flatten to 2D at axis" semantics.
 void softmax_like(std::map<std::string, Converter>& r, const char* name) {
@@ -186,32 +214,20 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   };
   r["Conv"] = [](Ctx& c) {
     V x = c.in(0), w = c.in(1);
-    auto xd = c.static_shape(x, "X"), wd = c.static_shape(w, "W");
-    if (xd.size() < 3 || wd.size() != xd.size()) c.error("X and W must have the same rank >= 3");
-    size_t sp = xd.size() - 2;
-    std::vector<int64_t> k(wd.begin() + 2, wd.end());
-    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
-    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-    auto pads = resolve_pads(c, std::vector<int64_t>(xd.begin() + 2, xd.end()), k, st, dil);
+    Window win = conv_window(c, c.static_shape(x, "X"), c.static_shape(w, "W"));
     std::vector<V> ins{x, w};
     if (c.has_input(2)) ins.push_back(c.in(2));
     c.set_output(0, c.op1(OpKind::Convolution, ins,
-                          {{"strides", st}, {"pads", pads}, {"dilations", dil}, {"groups", c.attr_i("group", 1)}}));
+                          {{"strides", win.st}, {"pads", win.pads}, {"dilations", win.dil}, {"groups", c.attr_i("group", 1)}}));
   };
   auto pool = [](Ctx& c, bool is_max) {
     V x = c.in(0);
     auto xd = c.static_shape(x, "X");
-    if (xd.size() < 3) c.error("X must have rank >= 3 (N, C, spatial...)");
+    auto [in, k, st, dil, pads] = pool_window(c, xd);
     int64_t rk = static_cast<int64_t>(xd.size());
     size_t sp = xd.size() - 2;
-    auto k = c.attr_ints("kernel_shape");
-    if (k.size() != sp) c.error("kernel_shape must have one entry per spatial dim");
-    auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
-    auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
     bool dilated = false;
     for (auto d : dil) dilated = dilated || d != 1;
-    std::vector<int64_t> in(xd.begin() + 2, xd.end());
-    auto pads = resolve_pads(c, in, k, st, dil);
     if (dilated || c.wants_output(1)) return gather_pool(c, x, xd, k, st, dil, pads, is_max);
     // ceil_mode: extend the end padding so the last partial window is kept.
     std::vector<int64_t> extra(sp, 0);
@@ -323,7 +339,15 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0);
     auto d = c.static_shape(x, "X");
     int64_t rk = static_cast<int64_t>(d.size());
+    if (rk < 2) c.error("X must have rank >= 2 (N, C, ...), got rank " + std::to_string(rk));
     int64_t g = c.attr_i("num_groups", 1), N = d[0], C = d[1];
+    if (g < 1 || C % g) c.error("num_groups " + std::to_string(g) + " must be positive and divide the " + std::to_string(C) + " channels");
+    // scale/bias: one per channel (opset 21), one per group before.
+    int64_t per = c.opset() < 21 ? g : C;
+    for (int i = 1; i <= 2; ++i)
+      if (c.static_shape(c.in(i), i == 1 ? "scale" : "bias") != std::vector<int64_t>{per})
+        c.error(std::string(i == 1 ? "scale" : "bias") + " must have shape [" + std::to_string(per) + "]" +
+                (c.opset() < 21 ? " (one per group before opset 21)" : " (one per channel)"));
     double eps = c.attr_f("epsilon", 1e-5);
     int64_t rest = 1;
     for (int64_t i = 2; i < rk; ++i) rest *= d[i];

@@ -41,27 +41,8 @@ V per_channel(Ctx& c, V v, int64_t rank) {
 }
 
 void conv_common(Ctx& c, V x, V w, Attrs* attrs) {
-  auto xd = c.static_shape(x, "x"), wd = c.static_shape(w, "w");
-  if (xd.size() < 3 || wd.size() != xd.size()) c.error("X and W must have the same rank >= 3");
-  size_t sp = xd.size() - 2;
-  std::vector<int64_t> k(wd.begin() + 2, wd.end());
-  auto st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
-  auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-  std::string ap = c.attr_s("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = c.attr_ints("pads");
-  if (ap == "NOTSET" || ap == "VALID") {
-    if (pads.empty() || ap == "VALID") pads.assign(2 * sp, 0);
-  } else {
-    pads.assign(2 * sp, 0);
-    for (size_t i = 0; i < sp; ++i) {
-      int64_t out = (xd[2 + i] + st[i] - 1) / st[i];
-      int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + dil[i] * (k[i] - 1) + 1 - xd[2 + i]);
-      int64_t small = total / 2, big = total - small;
-      pads[i] = ap == "SAME_UPPER" ? small : big;
-      pads[sp + i] = ap == "SAME_UPPER" ? big : small;
-    }
-  }
-  *attrs = {{"strides", st}, {"pads", pads}, {"dilations", dil}, {"groups", c.attr_i("group", 1)}};
+  Window win = conv_window(c, c.static_shape(x, "x"), c.static_shape(w, "w"));
+  *attrs = {{"strides", win.st}, {"pads", win.pads}, {"dilations", win.dil}, {"groups", c.attr_i("group", 1)}};
 }
 
 // w - w_zero_point where the zero point may be per output channel (dim 0 of w).

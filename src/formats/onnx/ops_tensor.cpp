@@ -491,6 +491,7 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0);
     auto d = c.static_shape(x, "input");
     int64_t rk = static_cast<int64_t>(d.size());
+    if (rk < 2) c.error("input must have rank >= 2 (a batch of matrices), got rank " + std::to_string(rk));
     int64_t k = c.has_input(1) ? c.int_in(1, "k") : 0;
     bool upper = c.attr_i("upper", 1) != 0;
     Shape s2{Dim(d[rk - 2]), Dim(d[rk - 1])};

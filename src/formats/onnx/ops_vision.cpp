@@ -235,35 +235,65 @@ void max_unpool(Ctx& c) {
   c.set_output(0, y);
 }
 
-// Bilinear sample of table [N*H*W, C] at (y, x) [pts] for batch base nb (i64 [pts]); RoiAlign's rule:
-// points outside (-1, H) x (-1, W) give 0, coordinates are clamped to >= 0 first.
-V bilinear_roi(Ctx& c, V table, V nb, V y, V x, int64_t H, int64_t W) {
+// The four bilinear corner terms table[row] * weight ([P..., C] each, for sample coordinates y, x of
+// shape [P...]; row = nb + y_i * W + x_j) in the order (y0,x0), (y0,x1), (y1,x0), (y1,x1), shared by
+// RoiAlign (avg sums them, max takes their maximum) and DeformConv. Edge rules:
+// - kRoiAlign: coordinates clamped to >= 0 and the last row/column repeated; `outside` marks points
+//   outside (-1, H) x (-1, W), which the caller zeroes after combining the terms;
+// - kZeros: corners outside the image weigh 0.
+enum class BilinearEdge { kRoiAlign, kZeros };
+struct BilinearTerms {
+  V term[4];
+  std::optional<V> outside;
+};
+BilinearTerms bilinear_terms(Ctx& c, V table, V nb, V y, V x, int64_t H, int64_t W, BilinearEdge edge) {
   DType dt = c.dtype(y);
   auto k = [&](double v) { return k_(c, v, dt); };
-  V out = c.bin(OpKind::Or, c.bin(OpKind::Or, c.bin(OpKind::Lt, y, k(-1)), c.bin(OpKind::Gt, y, k(static_cast<double>(H)))),
-                c.bin(OpKind::Or, c.bin(OpKind::Lt, x, k(-1)), c.bin(OpKind::Gt, x, k(static_cast<double>(W)))));
-  y = c.bin(OpKind::Max, y, k(0));
-  x = c.bin(OpKind::Max, x, k(0));
-  V y0 = c.unary(OpKind::Floor, y), x0 = c.unary(OpKind::Floor, x);
-  V yhi = c.bin(OpKind::Ge, y0, k(H - 1.0)), xhi = c.bin(OpKind::Ge, x0, k(W - 1.0));
-  y0 = c.bin(OpKind::Min, y0, k(H - 1.0));
-  x0 = c.bin(OpKind::Min, x0, k(W - 1.0));
-  V y1 = c.bin(OpKind::Min, c.bin(OpKind::Add, y0, k(1)), k(H - 1.0)), x1 = c.bin(OpKind::Min, c.bin(OpKind::Add, x0, k(1)), k(W - 1.0));
-  y = c.select(yhi, y0, y);
-  x = c.select(xhi, x0, x);
+  std::vector<int64_t> ps = c.static_shape(y, "sample coordinates"), ps1 = ps;
+  ps1.push_back(1);
+  BilinearTerms r;
+  V y0, x0, y1, x1;
+  if (edge == BilinearEdge::kRoiAlign) {
+    r.outside = c.bin(OpKind::Or, c.bin(OpKind::Or, c.bin(OpKind::Lt, y, k(-1)), c.bin(OpKind::Gt, y, k(static_cast<double>(H)))),
+                      c.bin(OpKind::Or, c.bin(OpKind::Lt, x, k(-1)), c.bin(OpKind::Gt, x, k(static_cast<double>(W)))));
+    y = c.bin(OpKind::Max, y, k(0));
+    x = c.bin(OpKind::Max, x, k(0));
+    y0 = c.unary(OpKind::Floor, y);
+    x0 = c.unary(OpKind::Floor, x);
+    V yhi = c.bin(OpKind::Ge, y0, k(H - 1.0)), xhi = c.bin(OpKind::Ge, x0, k(W - 1.0));
+    y0 = c.bin(OpKind::Min, y0, k(H - 1.0));
+    x0 = c.bin(OpKind::Min, x0, k(W - 1.0));
+    y1 = c.bin(OpKind::Min, c.bin(OpKind::Add, y0, k(1)), k(H - 1.0));
+    x1 = c.bin(OpKind::Min, c.bin(OpKind::Add, x0, k(1)), k(W - 1.0));
+    y = c.select(yhi, y0, y);
+    x = c.select(xhi, x0, x);
+  } else {
+    y0 = c.unary(OpKind::Floor, y);
+    x0 = c.unary(OpKind::Floor, x);
+    y1 = c.bin(OpKind::Add, y0, k(1));
+    x1 = c.bin(OpKind::Add, x0, k(1));
+  }
   V ly = c.bin(OpKind::Sub, y, y0), lx = c.bin(OpKind::Sub, x, x0);
-  V hy = c.bin(OpKind::Sub, k(1), ly), hx = c.bin(OpKind::Sub, k(1), lx);
-  auto at = [&](V yy, V xx) {
-    V lin = c.bin(OpKind::Add, nb, c.bin(OpKind::Add, c.bin(OpKind::Mul, c.convert(yy, DType::i64), c.scalar(static_cast<double>(W), DType::i64)),
-                                                     c.convert(xx, DType::i64)));
-    return fetch(c, table, lin);  // [pts, C]
+  V ys[2] = {y0, y1}, xs[2] = {x0, x1};
+  V wy[2] = {c.bin(OpKind::Sub, k(1), ly), ly}, wx[2] = {c.bin(OpKind::Sub, k(1), lx), lx};
+  // Row index of an integral coordinate (clamped into the image for kZeros, whose outside corners weigh 0).
+  auto index = [&](V v, int64_t len) {
+    if (edge == BilinearEdge::kZeros) v = c.bin(OpKind::Min, c.bin(OpKind::Max, v, k(0)), k(len - 1.0));
+    return c.convert(v, DType::i64);
   };
-  auto col = [&](V w) { return c.reshape(w, {c.static_shape(w, "w")[0], 1}); };
-  V v = c.bin(OpKind::Mul, at(y0, x0), col(c.bin(OpKind::Mul, hy, hx)));
-  v = c.bin(OpKind::Add, v, c.bin(OpKind::Mul, at(y0, x1), col(c.bin(OpKind::Mul, hy, lx))));
-  v = c.bin(OpKind::Add, v, c.bin(OpKind::Mul, at(y1, x0), col(c.bin(OpKind::Mul, ly, hx))));
-  v = c.bin(OpKind::Add, v, c.bin(OpKind::Mul, at(y1, x1), col(c.bin(OpKind::Mul, ly, lx))));
-  return c.select(c.broadcast_to(col(out), c.shape(v)), c.broadcast_to(k(0), c.shape(v)), v);
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      V w = c.bin(OpKind::Mul, wy[a], wx[b]);
+      if (edge == BilinearEdge::kZeros) {
+        V ok = c.bin(OpKind::And, c.bin(OpKind::And, c.bin(OpKind::Ge, ys[a], k(0)), c.bin(OpKind::Le, ys[a], k(H - 1.0))),
+                     c.bin(OpKind::And, c.bin(OpKind::Ge, xs[b], k(0)), c.bin(OpKind::Le, xs[b], k(W - 1.0))));
+        w = c.select(ok, w, c.broadcast_to(k(0), to_shape(ps)));
+      }
+      V lin = c.bin(OpKind::Add, nb, c.bin(OpKind::Add, c.bin(OpKind::Mul, index(ys[a], H), c.scalar(static_cast<double>(W), DType::i64)),
+                                           index(xs[b], W)));
+      r.term[2 * a + b] = c.bin(OpKind::Mul, fetch(c, table, lin), c.reshape(w, ps1));
+    }
+  return r;
 }
 
 void roi_align(Ctx& c) {
@@ -301,40 +331,18 @@ void roi_align(Ctx& c) {
   int64_t pts = R * oh * ow * sr * sr;
   V nb = c.bin(OpKind::Mul, c.convert(bi, DType::i64), c.scalar(static_cast<double>(H * W), DType::i64));
   nb = c.reshape(c.broadcast_to(c.reshape(nb, {R, 1, 1, 1, 1}), to_shape(gs)), {pts});
-  if (mode == "avg") {
-    V v = bilinear_roi(c, table, nb, c.reshape(ys, {pts}), c.reshape(xs, {pts}), H, W);  // [pts, C]
-    v = c.reshape(v, {R, oh, ow, sr * sr, C});
-    v = c.bin(OpKind::Div, c.reduce(OpKind::ReduceSum, v, {3}, false), k(static_cast<double>(sr * sr)));
-    c.set_output(0, c.convert(c.transpose(v, {0, 3, 1, 2}), odt));
-    return;
-  }
-  if (mode != "max") c.error("unsupported mode '" + mode + "'");
-  // max mode (as the ONNX reference does it): the max over samples of each bilinear term product.
-  V yy = c.reshape(ys, {pts}), xx = c.reshape(xs, {pts});
-  V oob = c.bin(OpKind::Or, c.bin(OpKind::Or, c.bin(OpKind::Lt, yy, k(-1)), c.bin(OpKind::Gt, yy, k(static_cast<double>(H)))),
-                c.bin(OpKind::Or, c.bin(OpKind::Lt, xx, k(-1)), c.bin(OpKind::Gt, xx, k(static_cast<double>(W)))));
-  yy = c.bin(OpKind::Max, yy, k(0));
-  xx = c.bin(OpKind::Max, xx, k(0));
-  V y0 = c.unary(OpKind::Floor, yy), x0 = c.unary(OpKind::Floor, xx);
-  V yhi = c.bin(OpKind::Ge, y0, k(H - 1.0)), xhi = c.bin(OpKind::Ge, x0, k(W - 1.0));
-  y0 = c.bin(OpKind::Min, y0, k(H - 1.0));
-  x0 = c.bin(OpKind::Min, x0, k(W - 1.0));
-  V y1b = c.bin(OpKind::Min, c.bin(OpKind::Add, y0, k(1)), k(H - 1.0)), x1b = c.bin(OpKind::Min, c.bin(OpKind::Add, x0, k(1)), k(W - 1.0));
-  yy = c.select(yhi, y0, yy);
-  xx = c.select(xhi, x0, xx);
-  V ly = c.bin(OpKind::Sub, yy, y0), lx = c.bin(OpKind::Sub, xx, x0);
-  V hy = c.bin(OpKind::Sub, k(1), ly), hx = c.bin(OpKind::Sub, k(1), lx);
-  auto at = [&](V a, V b) {
-    return fetch(c, table, c.bin(OpKind::Add, nb, c.bin(OpKind::Add, c.bin(OpKind::Mul, c.convert(a, DType::i64), c.scalar(static_cast<double>(W), DType::i64)), c.convert(b, DType::i64))));
-  };
-  auto col = [&](V w) { return c.reshape(w, {pts, 1}); };
-  V m = c.bin(OpKind::Mul, at(y0, x0), col(c.bin(OpKind::Mul, hy, hx)));
-  m = c.bin(OpKind::Max, m, c.bin(OpKind::Mul, at(y0, x1b), col(c.bin(OpKind::Mul, hy, lx))));
-  m = c.bin(OpKind::Max, m, c.bin(OpKind::Mul, at(y1b, x0), col(c.bin(OpKind::Mul, ly, hx))));
-  m = c.bin(OpKind::Max, m, c.bin(OpKind::Mul, at(y1b, x1b), col(c.bin(OpKind::Mul, ly, lx))));
-  m = c.select(c.broadcast_to(col(oob), c.shape(m)), c.broadcast_to(k(0), c.shape(m)), m);
-  m = c.reduce(OpKind::ReduceMax, c.reshape(m, {R, oh, ow, sr * sr, C}), {3}, false);
-  c.set_output(0, c.convert(c.transpose(m, {0, 3, 1, 2}), odt));
+  if (mode != "avg" && mode != "max") c.error("unsupported mode '" + mode + "'");
+  // avg: the mean of the bilinear samples; max (as the ONNX reference does it): the max over samples
+  // of each bilinear term product.
+  auto t = bilinear_terms(c, table, nb, c.reshape(ys, {pts}), c.reshape(xs, {pts}), H, W, BilinearEdge::kRoiAlign);
+  OpKind combine = mode == "avg" ? OpKind::Add : OpKind::Max;
+  V v = t.term[0];
+  for (int i = 1; i < 4; ++i) v = c.bin(combine, v, t.term[i]);  // [pts, C]
+  v = c.select(c.broadcast_to(c.reshape(*t.outside, {pts, 1}), c.shape(v)), c.broadcast_to(k(0), c.shape(v)), v);
+  v = c.reshape(v, {R, oh, ow, sr * sr, C});
+  v = mode == "avg" ? c.bin(OpKind::Div, c.reduce(OpKind::ReduceSum, v, {3}, false), k(static_cast<double>(sr * sr)))
+                    : c.reduce(OpKind::ReduceMax, v, {3}, false);
+  c.set_output(0, c.convert(c.transpose(v, {0, 3, 1, 2}), odt));
 }
 
 // DeformConv (2-D): bilinear samples (zeros outside) at kernel taps shifted by the offsets, scaled
@@ -343,6 +351,7 @@ void deform_conv(Ctx& c) {
   V X = c.in(0), Wt = c.in(1), off = c.in(2);
   auto xd = c.static_shape(X, "X"), wd = c.static_shape(Wt, "W"), od = c.static_shape(off, "offset");
   if (xd.size() != 4) c.error("only 2-D DeformConv is supported");
+  if (wd.size() != 4 || od.size() != 4) c.error("W and offset must have rank 4 like X");
   int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], OC = wd[0], icg = wd[1], kh = wd[2], kw = wd[3];
   int64_t G = c.attr_i("group", 1), OG = c.attr_i("offset_group", 1);
   auto st = c.attr_ints("strides", {1, 1}), dil = c.attr_ints("dilations", {1, 1}), pads = c.attr_ints("pads", {0, 0, 0, 0});
@@ -361,27 +370,10 @@ void deform_conv(Ctx& c) {
               c.bin(OpKind::Sub, comp(1), k(static_cast<double>(pads[1]))));
   V nb = c.op1(OpKind::Iota, {}, {{"shape", to_shape(ps)}, {"dim", int64_t{0}}, {"dtype", DType::i64}});
   nb = c.bin(OpKind::Mul, nb, c.scalar(static_cast<double>(H * W), DType::i64));
-  V y0 = c.unary(OpKind::Floor, y), x0 = c.unary(OpKind::Floor, x);
-  V ly = c.bin(OpKind::Sub, y, y0), lx = c.bin(OpKind::Sub, x, x0);
   std::vector<int64_t> ps1 = ps;
   ps1.push_back(1);
-  std::optional<V> acc;
-  for (int a = 0; a < 2; ++a)
-    for (int b = 0; b < 2; ++b) {
-      V yy = a ? c.bin(OpKind::Add, y0, k(1)) : y0, xx = b ? c.bin(OpKind::Add, x0, k(1)) : x0;
-      V w = c.bin(OpKind::Mul, a ? ly : c.bin(OpKind::Sub, k(1), ly), b ? lx : c.bin(OpKind::Sub, k(1), lx));
-      V ok = c.bin(OpKind::And, c.bin(OpKind::And, c.bin(OpKind::Ge, yy, k(0)), c.bin(OpKind::Le, yy, k(H - 1.0))),
-                   c.bin(OpKind::And, c.bin(OpKind::Ge, xx, k(0)), c.bin(OpKind::Le, xx, k(W - 1.0))));
-      w = c.select(ok, w, c.broadcast_to(k(0), to_shape(ps)));
-      auto clampi = [&](V v, int64_t hi) {
-        V i = c.convert(c.bin(OpKind::Min, c.bin(OpKind::Max, v, k(0)), k(hi - 1.0)), DType::i64);
-        return i;
-      };
-      V lin = c.bin(OpKind::Add, nb, c.bin(OpKind::Add, c.bin(OpKind::Mul, clampi(yy, H), c.scalar(static_cast<double>(W), DType::i64)), clampi(xx, W)));
-      V term = c.bin(OpKind::Mul, fetch(c, table, lin), c.reshape(w, ps1));  // [N, OG, kh, kw, oh, ow, C]
-      acc = acc ? c.bin(OpKind::Add, *acc, term) : term;
-    }
-  V S = *acc;
+  auto t = bilinear_terms(c, table, nb, y, x, H, W, BilinearEdge::kZeros);  // [N, OG, kh, kw, oh, ow, C] each
+  V S = c.bin(OpKind::Add, c.bin(OpKind::Add, c.bin(OpKind::Add, t.term[0], t.term[1]), t.term[2]), t.term[3]);
   if (c.has_input(4)) S = c.bin(OpKind::Mul, S, c.reshape(c.convert(c.in(4), dt), ps1));
   // Keep, for channel ch, the samples of its offset group og(ch) = ch / (C / OG).
   if (OG > 1) {

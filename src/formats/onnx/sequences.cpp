@@ -204,13 +204,8 @@ void register_sequence_ops(std::map<std::string, Converter>& r) {
       set_seq(c, 0, s);
       return;
     }
-    const Tensor* st = c.cval(c.in(1));
-    std::optional<Tensor> sf;
-    if (!st) {
-      sf = try_fold(c, c.in(1));
-      if (!sf) c.error("split must be known at import time (computed at run time is unsupported)");
-      st = &*sf;
-    }
+    const Tensor* st = c.try_const(c.in(1));
+    if (!st) c.error("split must be known at import time (computed at run time is unsupported)");
     std::vector<int64_t> sizes;
     if (st->rank() == 0) {
       int64_t k = st->get_int(0);

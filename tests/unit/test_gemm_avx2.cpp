@@ -1,0 +1,169 @@
+// gemm_f32, the general entry point of the cpu device's own GEMM (src/backends/cpu/gemm_avx2.cpp),
+// against a float64 triple loop: every transpose combination, sizes around the 6x16 micro tile,
+// strided operands, beta 0/1/other, serial and pooled, the K and row blocking, and the epilogue.
+// (The packed-B entry points used by Linear are covered in test_cpu_fast.cpp.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/gemm_avx2.h"
+
+using namespace rlx;
+
+namespace {
+
+struct Case {
+  bool ta, tb;
+  int64_t M, N, K, pad_a, pad_b, pad_c;
+  float beta;
+  bool parallel;
+};
+
+// Runs one case; returns the worst |C - ref| / (1 + sum |a b| + |beta C0|) and checks that C's padding
+// columns were not touched (and, for beta 0, that C's old contents were never read: it starts as NaN).
+double run_case(const Case& c, std::mt19937& g, const cpu::GemmEpi* epi = nullptr) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  const int64_t ar = c.ta ? c.K : c.M, ac = c.ta ? c.M : c.K, br = c.tb ? c.N : c.K, bc = c.tb ? c.K : c.N;
+  const int64_t lda = ac + c.pad_a, ldb = bc + c.pad_b, ldc = c.N + c.pad_c;
+  std::vector<float> A(static_cast<size_t>(ar * lda)), B(static_cast<size_t>(br * ldb)), C(static_cast<size_t>(c.M * ldc));
+  for (auto& x : A) x = d(g);
+  for (auto& x : B) x = d(g);
+  for (auto& x : C) x = c.beta == 0.f ? std::numeric_limits<float>::quiet_NaN() : d(g);
+  const std::vector<float> C0 = C;
+  cpu::gemm_f32(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), ldc, c.beta, c.parallel, epi);
+  double worst = 0;
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        double a = c.ta ? A[k * lda + i] : A[i * lda + k];
+        double b = c.tb ? B[j * ldb + k] : B[k * ldb + j];
+        s += a * b;
+        mag += std::abs(a * b);
+      }
+      if (c.beta != 0.f) {
+        s += double(c.beta) * C0[i * ldc + j];
+        mag += std::abs(double(c.beta) * C0[i * ldc + j]);
+      }
+      if (epi && epi->bias) s += epi->bias[j];
+      if (epi && epi->act == cpu::GemmAct::Relu) s = s > 0 ? s : 0;
+      const double got = C[i * ldc + j];
+      worst = std::max(worst, std::isfinite(got) ? std::abs(got - s) / (1 + mag) : 1e30);
+    }
+    for (int64_t j = c.N; j < ldc; ++j) {
+      const float was = C0[i * ldc + j], now = C[i * ldc + j];
+      EXPECT_TRUE(was == now || (std::isnan(was) && std::isnan(now))) << "padding column " << j << " written";
+    }
+  }
+  return worst;
+}
+
+std::string describe(const Case& c) {
+  return "ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
+         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " pads=" + std::to_string(c.pad_a) + "," +
+         std::to_string(c.pad_b) + "," + std::to_string(c.pad_c) + " beta=" + std::to_string(c.beta) +
+         " parallel=" + std::to_string(c.parallel);
+}
+
+}  // namespace
+
+TEST(GemmF32, AllTransposesOddSizesStridesBeta) {
+  std::mt19937 g(11);
+  const int64_t sizes[] = {1, 2, 5, 6, 7, 8, 13, 16, 17, 31, 33, 48, 64, 70};
+  std::uniform_int_distribution<int> pick(0, 13), pad(0, 3);
+  const float betas[] = {0.f, 1.f, 0.5f};
+  int n = 0;
+  for (int iter = 0; iter < 48; ++iter)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Case c{ta, tb, sizes[pick(g)], sizes[pick(g)], sizes[pick(g)], pad(g), pad(g), pad(g), betas[iter % 3],
+               iter % 2 == 1};
+        if (iter == 0) c.M = 70, c.N = 70, c.K = 70;
+        if (iter == 1) c.M = 1, c.N = 1, c.K = 1;
+        EXPECT_LE(run_case(c, g), 2e-6) << describe(c);
+        ++n;
+      }
+  EXPECT_EQ(n, 192);
+}
+
+TEST(GemmF32, BlockedAndPooledShapes) {
+  // Several K blocks (K > 768), several 72-row A blocks, A read in place and packed, the row split and the column split of the
+  // pool, and MLP training shapes (X·W, Xᵀ·dY, dY·Wᵀ).
+  std::mt19937 g(12);
+  const Case cases[] = {
+      {false, false, 300, 70, 1600, 1, 2, 3, 0.f, true},  {true, false, 300, 70, 1600, 0, 0, 0, 1.f, true},
+      {false, true, 200, 40, 800, 3, 1, 0, 0.f, true},    {true, true, 200, 40, 800, 0, 3, 1, 1.f, false},
+      {false, false, 20, 300, 500, 0, 0, 0, 0.f, true},   {true, true, 20, 300, 500, 1, 1, 1, 0.5f, true},
+      {false, false, 128, 128, 784, 0, 0, 0, 0.f, true},  {true, false, 784, 128, 128, 0, 0, 0, 0.f, true},
+      {false, true, 128, 784, 128, 0, 0, 0, 0.f, true},   {true, false, 512, 10, 128, 0, 0, 0, 1.f, true},
+      {false, true, 130, 512, 10, 0, 0, 0, 0.f, true},    {false, false, 7, 1000, 3, 5, 0, 2, 1.f, true},
+      // A copied into micro-panels (>= 256 columns, > 24 rows) with strided operands, serial and pooled
+      {false, false, 100, 300, 50, 2, 1, 3, 1.f, false},  {false, true, 200, 270, 100, 7, 0, 1, 0.f, true},
+  };
+  for (const Case& c : cases) EXPECT_LE(run_case(c, g), 2e-6) << describe(c);
+}
+
+TEST(GemmF32, EpilogueAndRowHook) {
+  std::mt19937 g(13);
+  for (const Case& c : {Case{true, false, 150, 50, 300, 1, 0, 2, 0.f, true}, Case{false, true, 12, 400, 200, 0, 1, 0, 1.f, true},
+                        Case{false, false, 5, 9, 4, 0, 0, 0, 0.f, false}}) {
+    std::vector<float> bias(static_cast<size_t>(c.N));
+    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * float(j % 7) - 0.5f;
+    std::vector<int> done(static_cast<size_t>(c.M), 0);
+    cpu::GemmEpi e;
+    e.bias = bias.data();
+    e.act = cpu::GemmAct::Relu;
+    e.ctx = &done;
+    e.rows_done = [](void* ctx, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) ++(*static_cast<std::vector<int>*>(ctx))[r];
+    };
+    EXPECT_LE(run_case(c, g, &e), 2e-6) << describe(c);
+    for (int64_t i = 0; i < c.M; ++i) EXPECT_EQ(done[i], 1) << "row " << i << " " << describe(c);
+  }
+}
+
+TEST(GemmF32, EmptyAndZeroK) {
+  std::vector<float> C = {1.f, 2.f, 3.f, 4.f};
+  float dummy = 0.f;
+  cpu::gemm_f32(false, false, 0, 2, 3, &dummy, 3, &dummy, 2, C.data(), 2);  // M = 0: nothing written
+  EXPECT_EQ(C[0], 1.f);
+  cpu::gemm_f32(true, true, 2, 2, 0, &dummy, 2, &dummy, 0, C.data(), 2, 1.f);  // K = 0, beta 1: unchanged
+  EXPECT_EQ(C[3], 4.f);
+  cpu::gemm_f32(false, false, 2, 2, 0, &dummy, 0, &dummy, 2, C.data(), 2, 0.f);  // K = 0, beta 0: zeros
+  for (float v : C) EXPECT_EQ(v, 0.f);
+}
+
+// [fixB] alpha scales op(A)·op(B) (the SGD update W - lr·Xᵀ·dH is residual = W, alpha = -lr), and the
+// epilogue ReLU keeps NaN like the reference max(x, 0): a NaN in row 0 of A makes row 0 of C NaN.
+TEST(GemmF32, AlphaResidualAndReluKeepsNaN) {
+  std::mt19937 g(29);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool par : {false, true}) {
+        const int64_t M = 40, N = 70, K = 300;
+        std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N)), W(static_cast<size_t>(M * N));
+        for (auto* v : {&A, &B, &W})
+          for (auto& x : *v) x = d(g);
+        A[0] = std::numeric_limits<float>::quiet_NaN();  // op(A)(0, 0): stored at [0] either way
+        std::vector<float> C(static_cast<size_t>(M * N));
+        cpu::GemmEpi e;
+        e.residual = W.data();
+        e.ldr = N;
+        e.act = cpu::GemmAct::Relu;
+        const float alpha = -0.3f;
+        cpu::gemm_f32(ta, tb, M, N, K, A.data(), ta ? M : K, B.data(), tb ? K : N, C.data(), N, 0.f, par, &e, alpha);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s += double(ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
+            const double want = std::max(0.0, W[i * N + j] + alpha * s);
+            if (i == 0) EXPECT_TRUE(std::isnan(C[j])) << "col " << j << " ta " << ta << " tb " << tb;
+            else ASSERT_NEAR(C[i * N + j], want, 1e-4) << i << "," << j << " ta " << ta << " tb " << tb << " par " << par;
+          }
+      }
+}
