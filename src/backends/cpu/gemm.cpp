@@ -96,7 +96,14 @@ struct MaskCtx {
 };
 RLX_SIMD void mask_rows(void* p, int64_t r0, int64_t r1) {
   const auto& m = *static_cast<const MaskCtx*>(p);
-  for (int64_t i = r0 * m.n, e = r1 * m.n; i < e; ++i) m.C[i] = m.mask[i] > 0.f ? m.C[i] : 0.f;
+  // Restrict-qualified locals let GCC vectorize this as a blend; through the struct it stayed a
+  // scalar loop with a data-dependent branch (~50% mispredicted on a ReLU mask).
+  const float* __restrict mk = m.mask + r0 * m.n;
+  float* __restrict c = m.C + r0 * m.n;
+  for (int64_t i = 0, e = (r1 - r0) * m.n; i < e; ++i) {
+    const float v = c[i];
+    c[i] = mk[i] > 0.f ? v : 0.f;
+  }
 }
 
 // C[M,N] (row stride N) = op(A)[M,K] · op(B)[K,N] with the training epilogue: an adapter onto
