@@ -115,4 +115,14 @@ void plan_memory(LirProgram& p) {
   }
 }
 
+void erase_kernels(LirProgram& p, const std::vector<bool>& dead) {
+  size_t w = 0;
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    if (!dead[k]) {
+      if (w != k) p.kernels[w] = std::move(p.kernels[k]);
+      ++w;
+    }
+  p.kernels.resize(w);
+}
+
 }  // namespace rlx

@@ -235,18 +235,12 @@ void fuse_cpu_lir(LirProgram& p) {
   std::vector<bool> dead(p.kernels.size(), false);
   bool changed = merge_qkv(p, dead);
   if (changed) {  // recompute uses before the second rewrite
-    std::vector<LirKernel> keep;
-    for (size_t k = 0; k < p.kernels.size(); ++k)
-      if (!dead[k]) keep.push_back(std::move(p.kernels[k]));
-    p.kernels = std::move(keep);
+    erase_kernels(p, dead);
     dead.assign(p.kernels.size(), false);
   }
   bool changed2 = fuse_epilogues(p, dead);
   if (!changed && !changed2) return;
-  std::vector<LirKernel> keep;
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (!dead[k]) keep.push_back(std::move(p.kernels[k]));
-  p.kernels = std::move(keep);
+  erase_kernels(p, dead);
   plan_memory(p);
 }
 

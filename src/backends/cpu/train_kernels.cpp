@@ -346,10 +346,7 @@ void fuse_train_lir(LirProgram& p) {
     changed = true;
   }
   if (!changed) return;
-  std::vector<LirKernel> keep;
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (!dead[k]) keep.push_back(std::move(p.kernels[k]));
-  p.kernels = std::move(keep);
+  erase_kernels(p, dead);
   plan_memory(p);
 }
 

@@ -119,10 +119,7 @@ int fold_attention_transposes(LirProgram& p) {
     }
   }
   if (!folded) return 0;
-  std::vector<LirKernel> kept;
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (!dead[k]) kept.push_back(std::move(p.kernels[k]));
-  p.kernels = std::move(kept);
+  erase_kernels(p, dead);
   plan_memory(p);
   return folded;
 }
@@ -159,10 +156,7 @@ int fold_residual_adds(LirProgram& p) {
     ++folded;
   }
   if (!folded) return 0;
-  std::vector<LirKernel> kept;
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (!dead[k]) kept.push_back(std::move(p.kernels[k]));
-  p.kernels = std::move(kept);
+  erase_kernels(p, dead);
   plan_memory(p);
   return folded;
 }
@@ -233,10 +227,7 @@ int batch_sibling_linears(LirProgram& p) {
     ++fused;
   }
   if (!fused) return 0;
-  std::vector<LirKernel> kept;
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (!dead[k]) kept.push_back(std::move(p.kernels[k]));
-  p.kernels = std::move(kept);
+  erase_kernels(p, dead);
   plan_memory(p);
   return fused;
 }
@@ -305,10 +296,7 @@ int fold_gemm_bias(LirProgram& p) {
   }
   if (!folded) return 0;
   // The GEMM now writes the add's output earlier in the schedule; its bias was produced before it.
-  std::vector<LirKernel> kept;
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (!dead[k]) kept.push_back(std::move(p.kernels[k]));
-  p.kernels = std::move(kept);
+  erase_kernels(p, dead);
   plan_memory(p);
   return folded;
 }

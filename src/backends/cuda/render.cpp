@@ -384,20 +384,33 @@ KernelSource index_kernel(const std::vector<ValueType>& in, const ValueType& out
 }
 
 
-KernelSource reduce_kernel(const LirKernel& k, const ValueType& x, const ValueType& out) {
-  auto xd = static_dims(x.shape);
-  int64_t r = static_cast<int64_t>(xd.size());
+// A reduction's input dims split into the kept ones (kdims, strides kst; n outputs) and the reduced
+// ones (rdims, rst; m elements per output); inner: the innermost dim is reduced (a row reduction).
+struct ReduceSplit {
+  std::vector<int64_t> kdims, kst, rdims, rst;
+  int64_t n, m;
+  bool inner;
+};
+ReduceSplit split_reduce(const LirKernel& k, const std::vector<int64_t>& xd) {
+  const int64_t r = static_cast<int64_t>(xd.size());
   std::vector<bool> red(r, false);
   Node nd{k.op, {}, {}, k.attrs, ""};  // attr_ints returns a reference into the node: keep it alive
   for (auto a : attr_ints(nd, "axes")) red[norm_axis(a, r, "reduce")] = true;
-  std::vector<int64_t> kept, kdims, rdims, rst;
-  auto xs = strides(xd);
-  std::vector<int64_t> kst;
+  ReduceSplit s;
+  const auto xs = strides(xd);
   for (int64_t d = 0; d < r; ++d) {
-    if (red[d]) rdims.push_back(xd[d]), rst.push_back(xs[d]);
-    else kdims.push_back(xd[d]), kst.push_back(xs[d]);
+    if (red[d]) s.rdims.push_back(xd[d]), s.rst.push_back(xs[d]);
+    else s.kdims.push_back(xd[d]), s.kst.push_back(xs[d]);
   }
-  int64_t n = prod(kdims), m = prod(rdims);
+  s.n = prod(s.kdims);
+  s.m = prod(s.rdims);
+  s.inner = r > 0 && red[r - 1];
+  return s;
+}
+
+KernelSource reduce_kernel(const LirKernel& k, const ValueType& x, const ValueType& out) {
+  auto xd = static_dims(x.shape);
+  auto [kdims, kst, rdims, rst, n, m, inner] = split_reduce(k, xd);
   DType t = x.dtype;
   Dm d = dom(t);
   std::string acc, init, step;
@@ -418,7 +431,7 @@ KernelSource reduce_kernel(const LirKernel& k, const ValueType& x, const ValueTy
     // read consecutive elements. Columns: 32 outputs x 16 slices per block, the lanes of a warp
     // on consecutive outputs. The combination order differs from the serial loop (sums round
     // differently, within the reduction tolerance; integer sums wrap identically).
-    bool rows = red[r - 1];
+    bool rows = inner;
     const int tx = rows ? 1 : 32, ty = rows ? 256 : 16;
     std::ostringstream p;
     p << header({x}, {out}) << "  __shared__ " << acc << " sh[" << tx * ty << "];\n"
@@ -900,17 +913,7 @@ bool is_reduce(OpKind op) {
 std::string block_reduce_part(const LirKernel& k, const ValueType& x, const ValueType& out, const std::string& name,
                               int threads, bool rows, int64_t rows_per_block) {
   auto xd = static_dims(x.shape);
-  int64_t r = static_cast<int64_t>(xd.size());
-  std::vector<bool> red(r, false);
-  Node nd{k.op, {}, {}, k.attrs, ""};
-  for (auto a : attr_ints(nd, "axes")) red[norm_axis(a, r, "reduce")] = true;
-  std::vector<int64_t> kdims, rdims, rst, kst;
-  auto xs = strides(xd);
-  for (int64_t d = 0; d < r; ++d) {
-    if (red[d]) rdims.push_back(xd[d]), rst.push_back(xs[d]);
-    else kdims.push_back(xd[d]), kst.push_back(xs[d]);
-  }
-  int64_t n = prod(kdims), m = prod(rdims);
+  auto [kdims, kst, rdims, rst, n, m, inner] = split_reduce(k, xd);
   DType t = x.dtype;
   Dm d = dom(t);
   std::string acc, init, step;
