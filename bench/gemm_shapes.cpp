@@ -11,11 +11,18 @@
 // up, descheduling does not). Median of many runs after warm-ups; every result is checked against
 // OpenBLAS.
 // Build (one line): g++ -O3 -std=c++20 -Isrc -fno-trapping-math bench/gemm_shapes.cpp
-//          src/backends/cpu/gemm_avx2.cpp src/backends/cpu/parallel.cpp -o /tmp/gemm_shapes -lopenblas -lpthread
+//          src/backends/cpu/gemm_avx2.cpp src/backends/cpu/gemm_narrow.cpp src/backends/cpu/parallel.cpp
+//          -o /tmp/gemm_shapes -lopenblas -lpthread
 // Run:   RLX_NUM_THREADS=1 /tmp/gemm_shapes 1      (CPU time, 1 thread)
 //        RLX_NUM_THREADS=2 /tmp/gemm_shapes 2      (wall time, 2 threads)
 //        RLX_NUM_THREADS=2 /tmp/gemm_shapes 2cpu   (process CPU time, 2 threads)
 //        optional 2nd argument: a substring of the shape names to run only those.
+// [issue 6 cpugemm] The last section ("step mlp1 b128" ...; filter "step" runs only it) times one SGD
+// step's GEMMs in the step's order with the step's fused epilogues (bias+ReLU, bias, the ReLU mask,
+// the SGD update) on distinct buffers, with GEMM_STEP_GAP_MS (default 1) of single-threaded busy work
+// between steps (the loss head; the pool's workers fall asleep meanwhile, as in the step); per GEMM
+// the median of its own time, and the median step sum.
+// GEMM_MASK_ROWS=1 applies the mask as a rows_done pass (the old way) instead of GemmEpi::mask.
 #include <cblas.h>
 
 #include <algorithm>
@@ -34,6 +41,8 @@
 extern "C" void openblas_set_num_threads(int);
 
 static bool g_cpu_clock = false, g_proc_clock = false;
+static bool g_mask_rows = std::getenv("GEMM_MASK_ROWS") && std::atoi(std::getenv("GEMM_MASK_ROWS"));
+static double g_gap_ms = std::getenv("GEMM_STEP_GAP_MS") ? std::atof(std::getenv("GEMM_STEP_GAP_MS")) : 1.0;
 static double now_ms() {
   if (g_cpu_clock || g_proc_clock) {
     timespec ts;
@@ -135,7 +144,7 @@ int main(int argc, char** argv) {
       }
     }
   for (const T& s : train) {
-    if (!only.empty() && s.what.find(only) == std::string::npos) continue;
+    if (only == "step" || (!only.empty() && s.what.find(only) == std::string::npos)) continue;
     // Stored operands: A is [M,K] or (ta) [K,M]; B is [K,N] or (tb) [N,K].
     const int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
     auto A = fill(size_t(s.M) * s.K, 3), Bm = fill(size_t(s.K) * s.N, 4);
@@ -151,4 +160,102 @@ int main(int argc, char** argv) {
     std::printf("%-22s %5d %5d %5d %c%c | %9.1f %11s %11.1f | %8.1e %5.2f\n", s.what.c_str(), s.M, s.N, s.K,
                 s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', mflop / t1, "-", mflop / t3, max_diff(C, C3), load_avg());
   }
+
+  // [issue 6 cpugemm] One SGD step's GEMMs in the step's order with its fused epilogues (forward
+  // bias+ReLU / bias, the backward ReLU mask as rows_done, the SGD update as residual W with alpha
+  // -lr), on distinct buffers as in the step (so operands come from L2/L3 as they do there), 1 ms of
+  // other work between steps. Per GEMM: median over the steps of its own time; "sum" is the median
+  // step total of the GEMMs. Run with filter "step" (or a net name, e.g. "mlp2 b128").
+  for (int B : {128, 1024})
+    for (std::vector<int> dims : {std::vector<int>{784, 128, 10}, std::vector<int>{784, 512, 512, 10}}) {
+      const std::string net = std::string(dims.size() == 3 ? "mlp1" : "mlp2") + " b" + std::to_string(B);
+      if (!only.empty() && only != "step" && std::string("step " + net).find(only) == std::string::npos) continue;
+      const size_t L = dims.size() - 1;
+      std::vector<std::vector<float>> W(L), Wn(L), bias(L), h(L + 1), dh(L + 1);
+      h[0] = fill(size_t(B) * dims[0], 5);
+      for (size_t l = 0; l < L; ++l) {
+        W[l] = fill(size_t(dims[l]) * dims[l + 1], 6 + unsigned(l));
+        for (auto& x : W[l]) x *= 0.1f;
+        Wn[l].resize(W[l].size());
+        bias[l] = fill(size_t(dims[l + 1]), 9);
+        h[l + 1].resize(size_t(B) * dims[l + 1]);
+        dh[l + 1].resize(h[l + 1].size());
+      }
+      dh[L] = fill(size_t(B) * dims[L], 12);
+      struct MaskCtx { const float* mask; float* C; int64_t n; };
+      auto mask_rows = [](void* p, int64_t r0, int64_t r1) {
+        auto& m = *static_cast<MaskCtx*>(p);
+        const float* __restrict mk = m.mask + r0 * m.n;
+        float* __restrict c = m.C + r0 * m.n;
+        for (int64_t i = 0, e = (r1 - r0) * m.n; i < e; ++i) c[i] = mk[i] > 0.f ? c[i] : 0.f;
+      };
+      struct G { std::string what; double mflop; std::function<void()> run; std::vector<double> ms; };
+      std::vector<G> gs;
+      std::vector<MaskCtx> mctx(L + 1);
+      for (size_t l = 0; l < L; ++l) {  // forward
+        const int K = dims[l], N = dims[l + 1];
+        gs.push_back({"L" + std::to_string(l + 1) + " fwd" + (l + 1 < L ? "+bias+relu" : "+bias"),
+                      2.0 * B * N * K / 1e6, [&, l, K, N] {
+                        rlx::cpu::GemmEpi e;
+                        e.bias = bias[l].data();
+                        if (l + 1 < L) e.act = rlx::cpu::GemmAct::Relu;
+                        rlx::cpu::gemm_f32(false, false, B, N, K, h[l].data(), K, W[l].data(), N, h[l + 1].data(), N,
+                                           0.f, true, &e);
+                      }, {}});
+      }
+      for (size_t l = L; l-- > 0;) {  // backward: dW (SGD) then dX (ReLU mask)
+        const int M = dims[l], N = dims[l + 1];
+        gs.push_back({"L" + std::to_string(l + 1) + " dW+sgd", 2.0 * M * N * B / 1e6, [&, l, M, N] {
+                        rlx::cpu::GemmEpi e;
+                        e.residual = W[l].data();
+                        e.ldr = N;
+                        rlx::cpu::gemm_f32(true, false, M, N, B, h[l].data(), M, dh[l + 1].data(), N, Wn[l].data(), N,
+                                           0.f, true, &e, -0.01f);
+                      }, {}});
+        if (l == 0) continue;
+        gs.push_back({"L" + std::to_string(l + 1) + " dX+mask", 2.0 * B * M * N / 1e6, [&, l, M, N] {
+                        mctx[l] = {h[l].data(), dh[l].data(), M};
+                        rlx::cpu::GemmEpi e;
+                        if (g_mask_rows) {  // the old way: a pass over each finished row block
+                          e.rows_done = mask_rows;
+                          e.ctx = &mctx[l];
+                        } else {
+                          e.mask = h[l].data();
+                          e.ldm = M;
+                        }
+                        rlx::cpu::gemm_f32(false, true, B, M, N, dh[l + 1].data(), N, W[l].data(), N, dh[l].data(), M,
+                                           0.f, true, &e);
+                      }, {}});
+      }
+      std::vector<double> total;
+      const int steps = B == 128 ? 400 : 60;
+      for (int it = 0; it < steps + 5; ++it) {
+        double sum = 0;
+        for (G& g : gs) {
+          double a = now_ms();
+          g.run();
+          double t = now_ms() - a;
+          sum += t;
+          if (it >= 5) g.ms.push_back(t);
+        }
+        if (it >= 5) total.push_back(sum);
+        const double spin = now_ms();  // the loss head and other small kernels: ~1 ms on one thread
+        while (now_ms() - spin < (g_cpu_clock || g_proc_clock ? 0.0 : g_gap_ms)) {
+        }
+      }
+      auto med = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      double mflop_all = 0;
+      for (G& g : gs) {
+        const double m = med(g.ms);
+        mflop_all += g.mflop;
+        std::printf("step %-12s %-16s %8.1f MFLOP %8.3f ms %7.1f GFLOP/s\n", net.c_str(), g.what.c_str(), g.mflop, m,
+                    g.mflop / m);
+      }
+      const double m = med(total);
+      std::printf("step %-12s %-16s %8.1f MFLOP %8.3f ms %7.1f GFLOP/s  (load %.2f)\n", net.c_str(), "sum", mflop_all, m,
+                  mflop_all / m, load_avg());
+    }
 }

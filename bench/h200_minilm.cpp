@@ -6,6 +6,8 @@
 // and writes the rows plus each configuration's output (.npy) for the parity check.
 // Usage: h200_minilm WEIGHTS_DIR OUT_DIR [batches=1,32,128] [dtypes=f32,f16] [iters=100]
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -126,6 +128,25 @@ int main(int argc, char** argv) {
           rows << line;
         }
         rows.flush();
+        // [issue 7 cudaminilm] RLX_BENCH_VARIANTS="ENV=V;ENV=V,ENV2=V2": the same model compiled again under
+        // each setting (e.g. RLX_CUDA_OWN_GEMM=0 for cuBLASLt only), device p50 printed (not in the rows).
+        if (const char* vs = std::getenv("RLX_BENCH_VARIANTS")) {
+          std::stringstream all(vs);
+          std::string var;
+          while (std::getline(all, var, ';')) {
+            auto kvs = split(var);
+            for (auto& kv : kvs) setenv(kv.substr(0, kv.find('=')).c_str(), kv.substr(kv.find('=') + 1).c_str(), 1);
+            auto vexe = make_executable("cuda", lir);
+            auto* vcu = dynamic_cast<cuda::CudaExecutableApi*>(vexe.get());
+            auto vres = vexe->run({ids});
+            double err = 0;
+            for (int64_t i = 0; i < res[0].numel(); ++i) err = std::max(err, std::abs(vres[0].get(i) - res[0].get(i)));
+            auto vdev = vcu->time_device({ids}, 20, iters);
+            std::printf("  variant [%s] %s b%s: device p50 %.3f ms p90 %.3f | max |d| vs default %.3g | %s\n", var.c_str(),
+                        dn.c_str(), bs.c_str(), pct(vdev, 0.5), pct(vdev, 0.9), err, vcu->summary().c_str());
+            for (auto& kv : kvs) unsetenv(kv.substr(0, kv.find('=')).c_str());
+          }
+        }
         if (dt == DType::f16 || B == 32) {  // per-kernel profile of eager runs, for the report
           setenv("RLX_PROFILE", "1", 1);
           auto pexe = make_executable("cuda", lir);

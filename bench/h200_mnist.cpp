@@ -3,7 +3,10 @@
 // cuda once per (MLP, batch); the new parameters are copied back into the parameter inputs on the
 // device after each step (CudaExecutableApi::set_feedback, inside the captured CUDA graph), so the
 // timed loop is graph replays only. Rows:
-//   rlx/device-resident: N steps back to back on one seeded synthetic batch, CUDA events, img/s
+//   rlx/device-resident: N steps back to back on one seeded synthetic batch, CUDA events, img/s;
+//                        the default schedule (one persistent launch where the planner takes the step,
+//                        src/backends/cuda/render_grid.h) and RLX_CUDA_PERSISTENT=0 (cuBLASLt + merged
+//                        launches), each with its parity check and eager profile (per phase / per kernel)
 //   rlx/Trainer:         train::Trainer on device "cuda" (resident API: parameters stay on the GPU;
 //                        the batch is written every step; step() reads the loss back each step,
 //                        advance() + a read every 50 steps does not)
@@ -69,17 +72,16 @@ int main(int argc, char** argv) {
       for (auto s : sizes) name += (name.empty() ? "" : "-") + std::to_string(s);
       for (auto& bs : batches) {
         int64_t B = std::stoll(bs);
+        // [issue 7 cudamnist] Device-resident rows for two schedules, each compiled on its own: the
+        // default (one persistent launch where the planner takes the step) and RLX_CUDA_PERSISTENT=0
+        // (cuBLASLt GEMMs + merged launches, round 3's path); each with its parity check.
         train::OptimizerConfig opt;  // plain SGD, lr 0.1
         Graph loss = models::mlp_loss_graph(sizes, B);
         int np = static_cast<int>(2 * (sizes.size() - 1));
         Graph step = train::build_train_step(loss, np, opt);
-        auto t0 = std::chrono::steady_clock::now();
         Legalized l = legalize(step, "cuda", {});
         Graph mir = eliminate_dead_code(fold_constants(l.graph));
         LirProgram lir = lower_to_lir(mir, true);
-        auto exe = make_executable("cuda", lir);
-        auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
-        double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         // Inputs: params, data (x, labels), lr, lr_hat, eps_hat. Outputs: loss, correct, params.
         std::vector<Tensor> init = models::mlp_init(sizes, 0);
         std::mt19937 rng(1);
@@ -92,52 +94,76 @@ int main(int argc, char** argv) {
         std::vector<Tensor> in;
         for (auto& p : init) in.push_back(p.clone());
         in.push_back(x), in.push_back(y), in.push_back(lr), in.push_back(lr_hat), in.push_back(eps_hat);
-        std::vector<std::pair<int, int>> fb;
-        for (int i = 0; i < np; ++i) fb.push_back({2 + i, i});
-        cu->set_feedback(fb);
-        cu->upload_inputs(in);
-        // Parity: 5 steps on the device (losses read back each step) vs train::Trainer on the cpu.
         const int kParity = 5;
-        std::vector<double> dev_loss, cpu_loss;
-        for (int s = 0; s < kParity; ++s) {
-          cu->run_resident(1);
-          dev_loss.push_back(cu->read_outputs()[0].get(0));
-        }
-        auto dev_params = cu->read_inputs();
+        std::vector<double> cpu_loss;
         CompileOptions cpu;
         cpu.device = "cpu";
         train::Trainer ref(loss, init, opt, {}, cpu);
         for (int s = 0; s < kParity; ++s) cpu_loss.push_back(ref.step({x, y})[0].get(0));
-        double perr = 0, lerr = 0;
-        for (int i = 0; i < np; ++i) perr = std::max(perr, max_abs_diff(dev_params[i], ref.params()[i]));
-        for (int s = 0; s < kParity; ++s) lerr = std::max(lerr, std::abs(dev_loss[s] - cpu_loss[s]));
         char line[768];
-        std::snprintf(line, sizeof line,
-                      "{\"check\": \"rlx cuda vs rlx cpu Trainer, %d SGD steps\", \"mlp\": \"%s\", \"batch\": %lld, "
-                      "\"loss_first\": %.6f, \"loss_last\": %.6f, \"max_abs_loss_diff\": %.3g, \"max_abs_param_diff\": %.3g}\n",
-                      kParity, name.c_str(), static_cast<long long>(B), dev_loss.front(), dev_loss.back(), lerr, perr);
-        checks << line;
-        std::printf("parity %s b%lld: loss %.4f -> %.4f, |dloss| %.2g, |dparam| %.2g\n", name.c_str(),
-                    static_cast<long long>(B), dev_loss.front(), dev_loss.back(), lerr, perr);
-        // Throughput: `steps` replays back to back, five rounds; p50/p90 over rounds.
-        cu->run_resident(50);  // warm-up (captures the graph)
-        std::vector<double> ms;
-        for (int r = 0; r < 5; ++r) ms.push_back(cu->run_resident(steps));
-        double final_loss = cu->read_outputs()[0].get(0);
-        std::printf("rlx cuda %s b%lld: %.4f ms/step p50 (%.2f M img/s), loss after %d steps %.4f | compile %.1f s | %s\n",
-                    name.c_str(), static_cast<long long>(B), pct(ms, 0.5), B / pct(ms, 0.5) / 1e3, 5 * steps + 55,
-                    final_loss, compile_s, cu->summary().c_str());
-        auto emit = [&](const char* variant, const std::vector<double>& v) {
+        auto emit = [&](const std::string& variant, const std::vector<double>& v) {
           double p50 = pct(v, 0.5);
           std::snprintf(line, sizeof line,
                         "{\"system\": \"rlx\", \"variant\": \"%s\", \"device\": \"cuda\", \"workload\": "
                         "\"mnist mlp %s sgd train step\", \"dtype\": \"f32\", \"batch\": %lld, \"seq\": null, "
                         "\"p50_ms\": %.5f, \"p90_ms\": %.5f, \"throughput\": %.1f, \"unit\": \"img/s\", "
                         "\"peak_rss_mb\": null}\n",
-                        variant, name.c_str(), static_cast<long long>(B), p50, pct(v, 0.9), B / (p50 / 1000.0));
+                        variant.c_str(), name.c_str(), static_cast<long long>(B), p50, pct(v, 0.9), B / (p50 / 1000.0));
           rows << line;
         };
-        emit("device-resident, CUDA graph", ms);
+        struct Sched {
+          const char* env;  // RLX_CUDA_PERSISTENT
+          const char* variant;
+        };
+        for (Sched sc : {Sched{"1", "device-resident, CUDA graph"},
+                         Sched{"0", "device-resident, CUDA graph, RLX_CUDA_PERSISTENT=0 (cuBLASLt + merged launches)"}}) {
+          setenv("RLX_CUDA_PERSISTENT", sc.env, 1);
+          auto t0 = std::chrono::steady_clock::now();
+          auto exe = make_executable("cuda", lir);
+          auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
+          double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::vector<std::pair<int, int>> fb;
+          for (int i = 0; i < np; ++i) fb.push_back({2 + i, i});
+          cu->set_feedback(fb);
+          cu->upload_inputs(in);
+          // Parity: 5 steps on the device (losses read back each step) vs train::Trainer on the cpu.
+          std::vector<double> dev_loss;
+          for (int s = 0; s < kParity; ++s) {
+            cu->run_resident(1);
+            dev_loss.push_back(cu->read_outputs()[0].get(0));
+          }
+          auto dev_params = cu->read_inputs();
+          double perr = 0, lerr = 0;
+          for (int i = 0; i < np; ++i) perr = std::max(perr, max_abs_diff(dev_params[i], ref.params()[i]));
+          for (int s = 0; s < kParity; ++s) lerr = std::max(lerr, std::abs(dev_loss[s] - cpu_loss[s]));
+          std::snprintf(line, sizeof line,
+                        "{\"check\": \"rlx cuda (RLX_CUDA_PERSISTENT=%s) vs rlx cpu Trainer, %d SGD steps\", \"mlp\": \"%s\", "
+                        "\"batch\": %lld, \"loss_first\": %.6f, \"loss_last\": %.6f, \"max_abs_loss_diff\": %.3g, "
+                        "\"max_abs_param_diff\": %.3g}\n",
+                        sc.env, kParity, name.c_str(), static_cast<long long>(B), dev_loss.front(), dev_loss.back(), lerr,
+                        perr);
+          checks << line;
+          std::printf("parity %s b%lld persistent=%s: loss %.4f -> %.4f, |dloss| %.2g, |dparam| %.2g\n", name.c_str(),
+                      static_cast<long long>(B), sc.env, dev_loss.front(), dev_loss.back(), lerr, perr);
+          // Throughput: `steps` replays back to back, five rounds; p50/p90 over rounds.
+          cu->run_resident(50);  // warm-up (captures the graph)
+          std::vector<double> ms;
+          for (int r = 0; r < 5; ++r) ms.push_back(cu->run_resident(steps));
+          double final_loss = cu->read_outputs()[0].get(0);
+          std::printf("rlx cuda %s b%lld persistent=%s: %.4f ms/step p50 (%.2f M img/s), loss after %d steps %.4f | "
+                      "compile %.1f s | %s\n",
+                      name.c_str(), static_cast<long long>(B), sc.env, pct(ms, 0.5), B / pct(ms, 0.5) / 1e3,
+                      5 * steps + 55, final_loss, compile_s, cu->summary().c_str());
+          emit(sc.variant, ms);
+          // Per-kernel profile of eager steps (a persistent launch: split by phase), for the report.
+          setenv("RLX_PROFILE", "1", 1);
+          auto pexe = make_executable("cuda", lir);
+          for (int i = 0; i < 5; ++i) pexe->run(in);
+          unsetenv("RLX_PROFILE");
+          std::ofstream pf(out + "/rlx_profile_mnist_" + name + "_b" + bs + "_p" + sc.env + ".txt");
+          pf << cu->summary() << "\n" << pexe->profile();
+        }
+        unsetenv("RLX_CUDA_PERSISTENT");
         // The library path: train::Trainer on cuda (inputs/outputs cross the host each step).
         CompileOptions co;
         co.device = "cuda";
@@ -167,14 +193,6 @@ int main(int argc, char** argv) {
                     static_cast<long long>(B), pct(ams, 0.5), B / pct(ams, 0.5) / 1e3);
         emit("train::Trainer on cuda, advance() (resident; loss read every 50 steps)", ams);
         rows.flush(), checks.flush();
-        if (sizes.size() == 3) {  // per-kernel profile of eager steps, for the report
-          setenv("RLX_PROFILE", "1", 1);
-          auto pexe = make_executable("cuda", lir);
-          for (int i = 0; i < 5; ++i) pexe->run(in);
-          unsetenv("RLX_PROFILE");
-          std::ofstream pf(out + "/rlx_profile_mnist_" + name + "_b" + bs + ".txt");
-          pf << cu->summary() << "\n" << pexe->profile();
-        }
       }
     }
   } catch (const std::exception& e) {

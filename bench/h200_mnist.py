@@ -15,19 +15,11 @@ Merges bench/h200_mnist.cpp's rows (RLX_DIR/rlx_rows.jsonl, rlx_checks.jsonl) in
 import datetime, json, os, platform, sys, time
 import numpy as np
 
+from mlp_peers import init, jax_loss, torch_loss
+
 MLPS = [[784, 128, 10], [784, 512, 512, 10]]
 BATCHES = [128, 1024]
 LR = 0.1
-
-
-def init(sizes, seed=0):
-    rng = np.random.default_rng(seed)
-    ps = []
-    for i in range(len(sizes) - 1):
-        b = 1.0 / np.sqrt(sizes[i])
-        ps.append(rng.uniform(-b, b, (sizes[i], sizes[i + 1])).astype(np.float32))
-        ps.append(rng.uniform(-b, b, (sizes[i + 1],)).astype(np.float32))
-    return ps
 
 
 def data(B, seed=1):
@@ -58,13 +50,7 @@ def torch_rows(sizes, B, steps):
         opt = torch.optim.SGD(ps, lr=LR, foreach=True)
 
         def step():
-            h = x
-            n = len(ps) // 2
-            for i in range(n):
-                h = h @ ps[2 * i] + ps[2 * i + 1]
-                if i + 1 < n:
-                    h = torch.relu(h)
-            loss = torch.nn.functional.cross_entropy(h, y)
+            loss = torch_loss(ps, x, y)
             opt.zero_grad(set_to_none=False)
             loss.backward()
             opt.step()
@@ -96,22 +82,15 @@ def torch_rows(sizes, B, steps):
 
 def jax_rows(sizes, B, steps):
     import jax, jax.numpy as jnp
+    prec = os.environ.get("JAX_MATMUL_PRECISION")  # e.g. "highest": full f32 matmuls (the default may use TF32)
+    if prec:
+        jax.config.update("jax_default_matmul_precision", prec)
     x_np, y_np = data(B)
     x, y = jnp.asarray(x_np), jnp.asarray(y_np)
     ps = [jnp.asarray(p) for p in init(sizes)]
 
-    def loss_fn(ps, x, y):
-        h = x
-        n = len(ps) // 2
-        for i in range(n):
-            h = h @ ps[2 * i] + ps[2 * i + 1]
-            if i + 1 < n:
-                h = jax.nn.relu(h)
-        logp = jax.nn.log_softmax(h)
-        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
-
     def step(ps, x, y):
-        loss, g = jax.value_and_grad(loss_fn)(ps, x, y)
+        loss, g = jax.value_and_grad(jax_loss)(ps, x, y)
         return [p - LR * gp for p, gp in zip(ps, g)], loss
 
     step = jax.jit(step, donate_argnums=0)
@@ -128,7 +107,7 @@ def jax_rows(sizes, B, steps):
     p50, p90 = rounds(run_n, steps, sync)
     print(f"jax jit {'-'.join(map(str, sizes))} b{B}: {p50:.4f} ms/step ({B / p50 / 1e3:.2f} M img/s) "
           f"on {jax.devices()[0]}", flush=True)
-    return [row("jax", f"jit (donated params), {jax.__version__}", sizes, B, p50, p90)]
+    return [row("jax", f"jit (donated params), {jax.__version__}, matmul precision {prec or 'default'}", sizes, B, p50, p90)]
 
 
 def row(system, variant, sizes, B, p50, p90):
@@ -144,7 +123,8 @@ def main():
     rows, notes = [], []
     for sizes in MLPS:
         for B in BATCHES:
-            for fn in (torch_rows, jax_rows):
+            peers = os.environ.get("PEERS", "torch,jax").split(",")  # e.g. PEERS=jax for a precision rerun
+            for fn in [f for name, f in (("torch", torch_rows), ("jax", jax_rows)) if name in peers]:
                 try:
                     rows += fn(sizes, B, steps)
                 except Exception as e:  # a missing peer is reported, the others still count
@@ -153,6 +133,9 @@ def main():
     rl = []
     if os.path.exists(f"{rlx_dir}/rlx_rows.jsonl"):
         rl = [json.loads(x) for x in open(f"{rlx_dir}/rlx_rows.jsonl") if x.strip()]
+        if os.environ.get("RLX_ALLOW_TF32") == "1":  # h200_mnist ran with TF32 GEMMs allowed
+            for r in rl:
+                r["variant"] += ", RLX_ALLOW_TF32=1"
     checks = []
     if os.path.exists(f"{rlx_dir}/rlx_checks.jsonl"):
         checks = [json.loads(x) for x in open(f"{rlx_dir}/rlx_checks.jsonl") if x.strip()]

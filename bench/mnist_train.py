@@ -25,6 +25,8 @@ if "--threads" in sys.argv and os.environ.get("RLX_BENCH_THREADS") is None:
     os.execvpe(sys.executable, [sys.executable] + sys.argv, env)
 import numpy as np
 
+from mlp_peers import init, jax_loss, torch_loss
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data", "mnist")
 
@@ -35,16 +37,6 @@ def load_train():
     with gzip.open(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz")) as f:
         y = np.frombuffer(f.read(), np.uint8, offset=8)[:8000].astype(np.int64)
     return x, y
-
-
-def init(sizes, seed=0):
-    rng = np.random.default_rng(seed)
-    ps = []
-    for i in range(len(sizes) - 1):
-        b = 1.0 / np.sqrt(sizes[i])
-        ps.append(rng.uniform(-b, b, (sizes[i], sizes[i + 1])).astype(np.float32))
-        ps.append(rng.uniform(-b, b, (sizes[i + 1],)).astype(np.float32))
-    return ps
 
 
 def timed(step, batches, steps, warm=5):
@@ -100,13 +92,7 @@ def torch_step_fn(sizes, compiled, lr=0.1):
     opt = torch.optim.SGD(ps, lr=lr)
 
     def fwd(x, y):
-        h = x
-        n = len(ps) // 2
-        for i in range(n):
-            h = h @ ps[2 * i] + ps[2 * i + 1]
-            if i + 1 < n:
-                h = torch.relu(h)
-        return torch.nn.functional.cross_entropy(h, y)
+        return torch_loss(ps, x, y)
 
     f = torch.compile(fwd) if compiled else fwd
 
@@ -124,18 +110,9 @@ def jax_step_fn(sizes, lr=0.1):
     import jax, jax.numpy as jnp
     ps = [jnp.asarray(p) for p in init(sizes)]
 
-    def loss_fn(ps, x, y):
-        h = x
-        n = len(ps) // 2
-        for i in range(n):
-            h = h @ ps[2 * i] + ps[2 * i + 1]
-            if i + 1 < n:
-                h = jax.nn.relu(h)
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1))
-
     @jax.jit
     def upd(ps, x, y):
-        l, g = jax.value_and_grad(loss_fn)(ps, x, y)
+        l, g = jax.value_and_grad(jax_loss)(ps, x, y)
         return [p - lr * gp for p, gp in zip(ps, g)], l
 
     state = {"ps": ps}

@@ -170,6 +170,10 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   try {
     Args a = parse_args(argc, argv, 2);
+    if (a.has("help") && cmd != "train-mnist" && cmd != "embed") {  // those two print their own flags
+      usage();
+      return 0;
+    }
     if (cmd == "devices") return cmd_devices(a);
     if (cmd == "compile") return cmd_compile(a);
     if (cmd == "run") return cmd_run(a);

@@ -44,6 +44,25 @@ void fill_batch(const data::Dataset& ds, bool train, const std::vector<int64_t>&
 }  // namespace
 
 int cmd_train_mnist(const Args& a) {
+  if (a.has("help")) {
+    std::puts(
+        "rlx train-mnist: train an MNIST-format classifier and report test accuracy per epoch\n"
+        "  --data fashion|mnist    dataset (fashion: Debian's dataset-fashion-mnist; mnist: 10k test set split 8k/2k)\n"
+        "  --data-dir DIR          where the IDX files are (default: the dataset's usual folder)\n"
+        "  --model mlp|cnn         model (default mlp)   --hidden 128 | 512,512   MLP hidden sizes\n"
+        "  --epochs N (5)  --batch B (128)  --seed S (0)  --max-steps N (0: whole epochs)\n"
+        "  --optimizer sgd|adam|adamw (sgd)  --lr X (sgd 0.1, else 0.001)  --momentum X  --nesterov\n"
+        "  --weight-decay X  --schedule constant|step|cosine|linear  --warmup N\n"
+        "  --amp bf16|f16          mixed precision (f32 master weights; f16 adds dynamic loss scaling)\n"
+        "  --report                print the AMP pass's per-op choices\n"
+        "  --device D (cpu)        any device `rlx devices` lists as runnable\n"
+        "  --checkpoint FILE|none  safetensors written at the end (rlx_mnist.safetensors)   --resume FILE\n"
+        "  --plot FILE|none        PNG of the loss/accuracy curves (rlx_mnist.png)   --quiet: no progress bar\n"
+        "  --bench-steps N         time N steps on one batch instead of training; prints p50/p90 JSON\n"
+        "  --read-every K          with --bench-steps: read the loss back every K steps (default 1)\n"
+        "  --profile (with RLX_PROFILE=1) per-kernel times   --dump hir|mir|lir   the compiled step");
+    return 0;
+  }
   std::string which = a.get("data", "fashion"), model = a.get("model", "mlp");
   int epochs = std::stoi(a.get("epochs", "5"));
   int64_t batch = std::stoll(a.get("batch", "128"));

@@ -5,7 +5,7 @@
 # $OUT gets log.txt, the results JSONs and all.tgz (everything else: tests, ops, profiles), since
 # the device tool brings back at most 8 files.
 # Carry build-cuda/devcarry (GoogleTest headers + static libs from the dev machine).
-# STAGES (default "build devices tests ops attn mnist bench") picks a subset; the MiniLM bench runs
+# STAGES (default "build devices tests ops cputhreads attn mnist bench") picks a subset; the MiniLM bench runs
 # last since torch.compile (max-autotune) takes minutes per shape (PEER_BUDGET_S caps it).
 set -u
 OUT=${OUT:-/tmp/rlx-out}
@@ -19,7 +19,7 @@ if [ -z "${RLX_INNER:-}" ]; then  # run the stages under a time budget, then pac
   exit $rc
 fi
 exec > >(tee "$OUT/log.txt") 2>&1
-STAGES=${STAGES:-build devices tests ops attn mnist bench}
+STAGES=${STAGES:-build devices tests ops cputhreads attn mnist bench}
 ROOT=$PWD
 B=/tmp/rlx-device-build
 export RLX_CACHE_DIR=/tmp/rlx-cache
@@ -32,7 +32,7 @@ if has build; then
   stamp build
   set -o pipefail
   if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
-         ninja -C $B -j "$(nproc)" rlx h200_minilm h200_mnist h200_attention $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
+         ninja -C $B -j "$(nproc)" rlx h200_minilm h200_mnist h200_attention cpu_trainer_threads $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
     stamp "build FAILED: stopping (nothing below would measure RLX)"
     exit 1
   fi
@@ -59,11 +59,17 @@ if has attn; then
   $B/bin/h200_attention "$OUT/attn" 200
   PYTHONUNBUFFERED=1 python3 bench/h200_attention.py "$OUT/attn" "$OUT/h200_attention.json" 200
 fi
+if has cputhreads; then  # the cpu Trainer on 1 thread against all cores of the device host (outputs must agree)
+  stamp "cpu trainer: 1 thread vs $(nproc)"
+  RLX_NUM_THREADS=1 $B/bin/cpu_trainer_threads > "$OUT/cpu_t1.txt" 2>&1
+  $B/bin/cpu_trainer_threads > "$OUT/cpu_tn.txt" 2>&1
+  if diff "$OUT/cpu_t1.txt" "$OUT/cpu_tn.txt"; then echo "cpu trainer: same outputs on 1 and $(nproc) threads"; else echo "cpu trainer: DIFFERENT outputs"; fi
+fi
 if has mnist; then
   stamp "mnist: rlx"
   mkdir -p "$OUT/mnist"
   $B/bin/h200_mnist "$OUT/mnist" "128;512,512" "128,1024" "${MNIST_STEPS:-2000}"
-  cat "$OUT"/mnist/rlx_profile_*.txt 2>/dev/null | head -40
+  for f in "$OUT"/mnist/rlx_profile_*.txt; do echo "--- $f"; head -24 "$f"; done 2>/dev/null
   stamp "mnist: peers"
   PYTHONUNBUFFERED=1 python3 bench/h200_mnist.py "$OUT/mnist" "$OUT/h200_mnist.json" "${MNIST_STEPS:-2000}"
 fi

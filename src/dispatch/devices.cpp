@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <map>     // [cleanup: lazy probing]
+#include <memory>  // [cleanup: lazy probing]
 #include <mutex>
 #include <set>  // cuda capability allow-list (issue 7)
 
@@ -67,7 +69,14 @@ int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp (is
 namespace cpu { std::string jit_probe(); }  // [issue 3 cpujit] src/backends/cpu/jit.cpp
 namespace {
 
-std::vector<DeviceInfo> build() {
+// [cleanup: lazy probing] Builds the entry of device `only` alone: probing a device loads its
+// driver (Mesa's vulkan/opengl and PoCL's OpenCL bring a second LLVM into the process, which breaks
+// a later `import triton`), so a process that compiles for cpu must never probe the others.
+// [cleanup2: caps without probing] probing=false: the capability set from the static tables only
+// (status/reason left unprobed, no library loaded): device_caps() below.
+std::vector<DeviceInfo> build(const std::string& only, bool probing) {
+  auto want = [&](const char* n) { return only == n; };  // [cleanup: lazy probing]
+  auto lib = [&](const char* l) { return probing ? probe(l) : std::string(); };  // [cleanup2]
   using D = DType;
   const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16}),
                  gpu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean}),
@@ -77,15 +86,18 @@ std::vector<DeviceInfo> build() {
   std::vector<DeviceInfo> v;
 
   // cpu: every MIR primitive; f16/bf16 contractions are promoted to f32 (no half GEMM on x86 here).
-  DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
-                 DeviceStatus::Available, "always available; " + cpu::jit_probe(), all_mir(DTypeSet::all())};  // [issue 3 cpujit]
-  cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64,
-                                                   D::u16, D::u32, D::u64});  // [issue 4: dtypes] u* via the generic kernel
-  cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
-  add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
-  add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
-  add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // issue 5: packed kernel, backends/cpu/dequant_matmul.cpp
-  v.push_back(cpu);
+  if (want("cpu")) {  // [cleanup: lazy probing]
+    DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
+                   DeviceStatus::Available, "always available" + (probing ? "; " + cpu::jit_probe() : ""),  // [cleanup2]
+                   all_mir(DTypeSet::all())};  // [issue 3 cpujit]
+    cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64,
+                                                     D::u16, D::u32, D::u64});  // [issue 4: dtypes] u* via the generic kernel
+    cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
+    add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
+    add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
+    add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // issue 5: packed kernel, backends/cpu/dequant_matmul.cpp
+    v.push_back(cpu);
+  }  // [cleanup: lazy probing]
 
   auto gpu_like = [&](const char* name, const char* what, DeviceStatus st, std::string why, DTypeSet types) {
     DeviceInfo d{name, what, st, std::move(why), all_mir(types)};
@@ -93,11 +105,11 @@ std::vector<DeviceInfo> build() {
     return d;
   };
   const char* not_built = "no executor in this build yet (code generator lands with its issue)";
-  v.push_back(gpu_like("metal", "MSL rendered kernels", DeviceStatus::NoHardware,
+  if (want("metal")) v.push_back(gpu_like("metal", "MSL rendered kernels", DeviceStatus::NoHardware,
                        "needs an Apple GPU; none on Linux", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean})));
-  v.push_back(gpu_like("mlx", "lowering onto the MLX C++ API", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libmlx.so"), gpu_types));
-  {
+  if (want("mlx")) v.push_back(gpu_like("mlx", "lowering onto the MLX C++ API", DeviceStatus::CompiledOut,
+                       std::string(not_built) + lib("libmlx.so"), gpu_types));
+  if (want("ane")) {
     DeviceInfo ane{"ane", "Core ML program for the Apple Neural Engine", DeviceStatus::NoHardware,
                    "needs an Apple Neural Engine; artifact-only target", all_mir(f16x)};
     add_hir(ane.caps, nn_ops, f16x);
@@ -105,9 +117,9 @@ std::vector<DeviceInfo> build() {
   }
   // ---- cuda (issue 7, src/backends/cuda): status probed at run time (libcuda.so.1 + a device,
   // NVRTC, cuBLASLt); the capability set is what that backend's kernels really run.
-  {
+  if (want("cuda")) {
     std::string why;
-    int st = cuda_runtime_probe(&why);
+    int st = probing ? cuda_runtime_probe(&why) : 1;  // [cleanup2]
     const DTypeSet cu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
     DeviceInfo cu{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
                   st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
@@ -133,13 +145,13 @@ std::vector<DeviceInfo> build() {
     v.push_back(cu);
   }
   // ---- end cuda
-  v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
-  v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libdnnl.so.3") , DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i32, D::boolean})));
-  v.push_back(gpu_like("tpu", "StableHLO through the PJRT C API", DeviceStatus::CompiledOut,
+  if (want("rocm")) v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
+                       std::string(not_built) + lib("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
+  if (want("oneapi")) v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
+                       std::string(not_built) + lib("libdnnl.so.3") , DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i32, D::boolean})));
+  if (want("tpu")) v.push_back(gpu_like("tpu", "StableHLO through the PJRT C API", DeviceStatus::CompiledOut,
                        std::string(not_built) + "; set RLX_PJRT_PLUGIN to a PJRT plugin", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean, D::f64, D::c64})));
-  {
+  if (want("hexagon")) {
     DeviceInfo hex{"hexagon", "Hexagon C + HVX kernels (run under qemu-hexagon)", DeviceStatus::CompiledOut,
                    not_built, all_mir(DTypeSet::of({D::f32, D::f16, D::i8, D::u8, D::i16, D::i32, D::boolean}))};
     add_hir(hex.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, f32);
@@ -147,12 +159,13 @@ std::vector<DeviceInfo> build() {
   }
   // issue 8 (portable GPU): status probed at run time (loader + device), capabilities = what the
   // GLSL / OpenCL C renderers have kernels for. See src/backends/gpu/device_info.cpp.
-  for (const char* pg : {"gpu", "vulkan", "opengl"}) v.push_back(portable_gpu_device_info(pg));
-  v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
+  for (const char* pg : {"gpu", "vulkan", "opengl"})
+    if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));  // [cleanup2]
+  if (want("directx")) v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
                        "needs Direct3D 12 (Windows); HLSL is checked through SPIR-V", DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean, D::f64, D::i64})));
-  v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,
-                       std::string(not_built) + probe("libwgpu_native.so"), web_types));
-  {
+  if (want("webgpu")) v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,
+                       std::string(not_built) + lib("libwgpu_native.so"), web_types));
+  if (want("cortexm")) {
     DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};
     const DTypeSet q = DTypeSet::of({D::i8, D::i32, D::f32});
@@ -167,7 +180,7 @@ std::vector<DeviceInfo> build() {
     m.caps.ops[OpKind::Select] = DTypeSet::of({D::boolean});
     v.push_back(m);
   }
-  {
+  if (want("fpga")) {
     DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};
     const DTypeSet q = DTypeSet::of({D::i8, D::i32});
@@ -180,15 +193,55 @@ std::vector<DeviceInfo> build() {
   return v;
 }
 
+// [cleanup2] The entry of `name` (probed or from the static tables alone); throws for an unknown name.
+DeviceInfo build_one(const std::string& name, bool probing) {
+  bool known = false;
+  std::string names;
+  for (auto& n : device_names()) {
+    known = known || n == name;
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  if (!known) fail("[device] unknown device '", name, "' (known: ", names, ")");
+  std::vector<DeviceInfo> one = build(name, probing);
+  RLX_CHECK(one.size() == 1 && one[0].name == name, "[device] no entry built for '", name, "'");
+  return std::move(one[0]);
+}
+
 }  // namespace
 
+// [cleanup: lazy probing] Each entry is built (its driver probed) on its first request only;
+// `rlx devices` and rlx.devices() ask for all of them. Entries never move once built.
+// [fixtests: per-entry probing] The mutex guards the map only; each entry is built under its own
+// once_flag, so a thread asking for "cpu" does not wait behind another thread's multi-second
+// vulkan/PoCL probe. A build that throws (unknown name) leaves the flag unset: the next call retries.
 const DeviceInfo& device_info(const std::string& name) {
-  static const std::vector<DeviceInfo> all = build();
-  for (auto& d : all)
-    if (d.name == name) return d;
-  std::string names;
-  for (auto& d : all) names += (names.empty() ? "" : ", ") + d.name;
-  fail("[device] unknown device '", name, "' (known: ", names, ")");
+  struct Entry {
+    std::once_flag once;
+    std::unique_ptr<const DeviceInfo> info;
+  };
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Entry>> built;
+  Entry* e;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    std::unique_ptr<Entry>& slot = built[name];
+    if (!slot) slot = std::make_unique<Entry>();
+    e = slot.get();
+  }
+  std::call_once(e->once, [&] { e->info = std::make_unique<const DeviceInfo>(build_one(name, true)); });  // [cleanup2]
+  return *e->info;
+}  // [fixtests: per-entry probing]
+
+// [cleanup2: caps without probing] The static capability tables, for callers that must not load
+// drivers (legalize.cpp's "devices that could run it" hint): see device.h.
+const CapabilitySet& device_caps(const std::string& name, DTypeSet* driver_decides) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<const CapabilitySet>> built;
+  std::lock_guard<std::mutex> g(mu);
+  if (driver_decides)
+    *driver_decides = name == "gpu" || name == "vulkan" || name == "opengl" ? portable_gpu_driver_dtypes(name) : DTypeSet{};
+  if (auto it = built.find(name); it != built.end()) return *it->second;
+  return *(built[name] = std::make_unique<const CapabilitySet>(build_one(name, false).caps));
 }
 
 }  // namespace rlx

@@ -310,11 +310,24 @@ class Legalizer {
   }
 
   [[noreturn]] void unsupported(const Node& n, const std::vector<ValueType>& in, const Verdict& v) {
+    // [cleanup2] From the static capability tables (device_caps): probing every device here would
+    // load Mesa/PoCL (and their LLVM) into a process that only compiled for one. Where a driver
+    // decides a dtype (OpenCL's f64), the hint says so instead of asking the driver.
     std::vector<std::string> can;
+    std::vector<ValueType> io = in;
+    for (auto& t : infer_types(n.op, in, n.attrs, "[dispatch]")) io.push_back(t);
+    const DispatchOptions none;  // (a named object: Legalizer keeps a reference to it)
     for (auto& name : device_names()) {
       if (name == dev_.name) continue;
-      Legalizer other(device_info(name), DispatchOptions{});
-      if (other.check(n, in).ok) can.push_back(name);
+      DTypeSet driver_decides;
+      DeviceInfo caps_only{name, "", DeviceStatus::CodegenOnly, "not probed", device_caps(name, &driver_decides)};
+      Legalizer other(caps_only, none);
+      if (!other.check(n, in).ok) continue;
+      std::string needs;
+      for (auto& t : io)
+        if (driver_decides.has(t.dtype) && needs.find(dtype_name(t.dtype)) == std::string::npos)
+          needs += (needs.empty() ? "" : ", ") + std::string(dtype_name(t.dtype));
+      can.push_back(needs.empty() ? name : name + " (if its driver supports " + needs + ")");
     }
     std::string who = n.name.empty() ? "<unnamed>" : n.name;
     std::string types;

@@ -1,5 +1,6 @@
-// On-disk caches of compiled artifacts (cuda cubins, cpu JIT shared objects): one directory
-// layout, one content hash, and writes that a concurrent reader never sees half-done.
+// On-disk caches of compiled artifacts (cuda cubins, cpu JIT shared objects, vulkan SPIR-V): one directory
+// layout, one content hash, writes that a concurrent reader never sees half-done, and a size cap
+// with least-recently-used eviction (RLX_CACHE_MAX_MB).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,5 +19,29 @@ bool write_file_atomic(const std::string& path, const std::string& bytes);
 // A fresh temporary path next to `path` (unique per process and call), for tools that write a
 // file themselves before it is renamed into place.
 std::string temp_path_for(const std::string& path);
+
+// ---- size cap (least recently used first). "Used" is the file's mtime: an entry's writer sets it,
+// cache_touch() refreshes it on every disk hit (atime is not reliable: relatime/noatime mounts).
+// The cap in bytes: $RLX_CACHE_MAX_MB (MiB; 0 = no cap), else kDefaultCacheMaxMb.
+constexpr uint64_t kDefaultCacheMaxMb = 512;
+uint64_t cache_max_bytes();
+// A disk-cache hit on `path`: marks it used now (one utimensat; a vanished file is ignored).
+void cache_touch(const std::string& path);
+// A new entry `path` was just renamed into place: evicts from the cache root (cpu/, cuda/ and
+// spirv/ together) until it fits the cap. One directory scan per insert (inserts follow a compile, seconds), none
+// per hit. Never removes `path` itself.
+void cache_inserted(const std::string& path);
+
+struct EvictStats {
+  int removed = 0;
+  uint64_t bytes_before = 0, bytes_after = 0;
+};
+// The eviction itself: removes the entries of <root>/cpu, <root>/cuda and <root>/spirv (files named <16 hex
+// digits>.<anything>: entries and their temporaries; nothing else there is counted or touched)
+// with the oldest mtime until their total size is <= max_bytes. Skips `keep` and temporaries of a
+// write in progress (".tmp" in the name, younger than an hour). Safe against other processes doing
+// the same at once: a file that vanished between the scan and its removal is just skipped (and not
+// counted).
+EvictStats cache_evict(const std::string& root, uint64_t max_bytes, const std::string& keep = "");
 
 }  // namespace rlx

@@ -95,3 +95,16 @@ def test_train_mnist_cli_mnist_split_reaches_94_percent_in_5_epochs():
                           "--lr", "0.1", "--momentum", "0.9", "--seed", "0", "--quiet", "--checkpoint", "none",
                           "--plot", "none"])
     assert acc >= 0.94
+
+
+def test_train_mnist_help_lists_flags_and_trains_nothing(tmp_path):
+    exe = rlx_bin()
+    if not exe:
+        pytest.skip("rlx binary not found (set RLX_BIN)")
+    r = subprocess.run([exe, "train-mnist", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for flag in ["--data", "--hidden", "--optimizer", "--amp", "--bench-steps", "--read-every", "--checkpoint"]:
+        assert flag in r.stdout, flag
+    assert os.listdir(tmp_path) == []  # no checkpoint, no plot: nothing ran
+    r = subprocess.run([exe, "compile", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "rlx compile" in r.stdout

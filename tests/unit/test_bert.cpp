@@ -14,21 +14,14 @@
 #include "models/minilm_dir.h"
 #include "rlx/npy.h"
 #include "rlx/safetensors.h"
+#include "test_util.h"
 
 using namespace rlx;
 using namespace rlx::models;
 
 namespace {
 
-double cosine(const float* a, const float* b, int64_t n) {
-  double d = 0, na = 0, nb = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    d += static_cast<double>(a[i]) * b[i];
-    na += static_cast<double>(a[i]) * a[i];
-    nb += static_cast<double>(b[i]) * b[i];
-  }
-  return d / std::sqrt(na * nb);
-}
+using rlx_test::cosine;
 
 TEST(Bert, MiniLMParityWithSentenceTransformers) {
   std::string dir = rlx::testing::minilm_dir();

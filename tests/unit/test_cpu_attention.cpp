@@ -14,39 +14,21 @@
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
+#include "test_util.h"
 
 using namespace rlx;
 
 namespace {
 
-Tensor wave(DType dt, std::vector<int64_t> shape, int seed, double scale = 1.0) {
-  Tensor t(dt, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, scale * std::sin(0.61 * static_cast<double>(i + 1) * (seed + 2) + seed));
-  return t;
-}
+using rlx_test::max_rel_diff;  // NaN on one side only counts as a mismatch (infinite)
 
-// max |a-b| / (1 + |b|); NaN where exactly one side is NaN counts as a mismatch (infinite).
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    double x = a.get(i), y = b.get(i);
-    if (std::isnan(x) || std::isnan(y)) {
-      if (std::isnan(x) != std::isnan(y)) return std::numeric_limits<double>::infinity();
-      continue;
-    }
-    d = std::max(d, std::abs(x - y) / (1.0 + std::abs(y)));
-  }
-  return d;
+Tensor wave(DType dt, std::vector<int64_t> shape, int seed, double scale = 1.0) {
+  return rlx_test::sine_tensor(dt, shape, 0.61 * (seed + 2), seed, scale);
 }
 
 void expect_matches_reference(const Graph& g, const std::vector<Tensor>& in, const std::string& what) {
   auto want = reference_run(g, in);
-  CompileOptions o;
-  o.device = "cpu";
-  CompiledModel m(g, o);
-  auto got = m.run(in);
-  got = m.run(in);  // the second run reuses the arena and the per-thread scratch
+  auto got = rlx_test::run_cpu(g, in, /*fuse=*/true, 2);  // run 2 reuses the arena and the per-thread scratch
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) EXPECT_LE(max_rel_diff(got[k], want[k]), 2e-5) << what << " output " << k;
 }

@@ -13,6 +13,7 @@
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
+#include "test_util.h"
 
 using namespace rlx;
 
@@ -33,12 +34,7 @@ Tensor rnd_t(std::vector<int64_t> shape, unsigned seed, double scale = 1.0) {
   return t;
 }
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(a.get(i) - b.get(i)) / (1.0 + std::abs(b.get(i))));
-  return d;
-}
+using rlx_test::max_rel_diff;
 
 }  // namespace
 

@@ -16,34 +16,13 @@
 #include "backends/cpu/kernels.h"
 #include "rlx/builder.h"
 #include "rlx/session.h"
+#include "runtime/disk_cache.h"
+#include "test_util.h"
 
 using namespace rlx;
+using rlx_test::ScopedEnv;
 
 namespace {
-
-// Sets environment variables for one scope and restores them.
-class Env {
- public:
-  void set(const char* k, const char* v) {
-    const char* old = std::getenv(k);
-    saved_.push_back({k, old ? std::string(old) : std::string(), old != nullptr});
-    if (v) setenv(k, v, 1);
-    else unsetenv(k);
-  }
-  ~Env() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->had) setenv(it->k.c_str(), it->v.c_str(), 1);
-      else unsetenv(it->k.c_str());
-    }
-  }
-
- private:
-  struct S {
-    std::string k, v;
-    bool had;
-  };
-  std::vector<S> saved_;
-};
 
 // A fresh cache directory per test (so "cold" really is cold), removed at the end.
 struct TempDir {
@@ -157,10 +136,9 @@ void check(const std::vector<Case>& cases) {
 
 TEST(CpuJit, ArithmeticChainsWithBroadcastAreBitwiseEqual) {
   std::vector<Case> cases;
-  Env env;
   TempDir tmp_arith("arith");
-  env.set("RLX_CACHE_DIR", tmp_arith.path.c_str());
-  env.set("RLX_CPU_JIT", "1");
+  ScopedEnv env_cache_dir("RLX_CACHE_DIR", tmp_arith.path.c_str());
+  ScopedEnv env_cpu_jit("RLX_CPU_JIT", "1");
   // Output [5, 7, 130] (rows cross thread chunks at the larger size below); inputs: full, trailing
   // row, leading column, middle dim, scalar.
   for (auto [B, S, H] : {std::tuple<int64_t, int64_t, int64_t>{5, 7, 130}, {3, 300, 97}, {1, 1, 1}}) {
@@ -189,10 +167,9 @@ TEST(CpuJit, ArithmeticChainsWithBroadcastAreBitwiseEqual) {
 // the evaluator's clones contract to FMA inside exp; measured worst case 2 ulp.
 TEST(CpuJit, TranscendentalsWithinTwoUlp) {
   std::vector<Case> cases;
-  Env env;
   TempDir tmp_transc("transc");
-  env.set("RLX_CACHE_DIR", tmp_transc.path.c_str());
-  env.set("RLX_CPU_JIT", "1");
+  ScopedEnv env_cache_dir("RLX_CACHE_DIR", tmp_transc.path.c_str());
+  ScopedEnv env_cpu_jit("RLX_CPU_JIT", "1");
   Graph body;
   ValueId x = body.add_input("x", DType::f32, Shape{64, 513});
   ValueId b = body.add_input("b", DType::f32, Shape{513});
@@ -221,10 +198,9 @@ TEST(CpuJit, TranscendentalsWithinTwoUlp) {
 
 TEST(CpuJit, MixedDtypesAndIntegersAreBitwiseEqual) {
   std::vector<Case> cases;
-  Env env;
   TempDir tmp_mixed("mixed");
-  env.set("RLX_CACHE_DIR", tmp_mixed.path.c_str());
-  env.set("RLX_CPU_JIT", "1");
+  ScopedEnv env_cache_dir("RLX_CACHE_DIR", tmp_mixed.path.c_str());
+  ScopedEnv env_cpu_jit("RLX_CPU_JIT", "1");
   {  // ReLU backward + one-hot, as training bodies (f32 with bool/i64)
     Graph body;
     ValueId h = body.add_input("h", DType::f32, Shape{37, 70});
@@ -283,10 +259,9 @@ TEST(CpuJit, MixedDtypesAndIntegersAreBitwiseEqual) {
 // computed in int: i32 300 -> i8 -> f32 gave 300, u8 0 - 1 -> f32 gave -1).
 TEST(CpuJit, NarrowIntegerIntermediatesWrap) {
   std::vector<Case> cases;
-  Env env;
   TempDir tmp("narrow");
-  env.set("RLX_CACHE_DIR", tmp.path.c_str());
-  env.set("RLX_CPU_JIT", "1");
+  ScopedEnv env_cache_dir("RLX_CACHE_DIR", tmp.path.c_str());
+  ScopedEnv env_cpu_jit("RLX_CPU_JIT", "1");
   std::vector<int32_t> big = {300, -200, 127, 128, -129, 255, 256, 1000, 0, -1, 70000, -32769};
   Tensor ta = Tensor::from<int32_t>(DType::i32, {12}, big);
   {
@@ -324,11 +299,10 @@ TEST(CpuJit, NarrowIntegerIntermediatesWrap) {
 }
 
 TEST(CpuJit, SecondCompileHitsTheDiskCache) {
-  Env env;
   TempDir tmp("cache");
   const std::string& dir = tmp.path;
-  env.set("RLX_CACHE_DIR", dir.c_str());
-  env.set("RLX_CPU_JIT", "1");
+  ScopedEnv env_cache_dir("RLX_CACHE_DIR", dir.c_str());
+  ScopedEnv env_cpu_jit("RLX_CPU_JIT", "1");
   Graph body;
   ValueId x = body.add_input("x", DType::f32, Shape{8, 9});
   ValueId y = body.add_input("y", DType::f32, Shape{9});
@@ -364,8 +338,7 @@ TEST(CpuJit, SecondCompileHitsTheDiskCache) {
   EXPECT_TRUE(d.has(0));
   EXPECT_EQ(cpu::jit_stats().compiles, s1.compiles);
   {  // Auto mode (RLX_CPU_JIT unset): a small model keeps the evaluator, a 1M-element one takes the JIT.
-    Env e2;
-    e2.set("RLX_CPU_JIT", nullptr);
+    ScopedEnv e2_cpu_jit("RLX_CPU_JIT", nullptr);
     cpu::JitProgram small(p2, {&p2.kernels[0].body});
     EXPECT_FALSE(small.has(0));
     EXPECT_NE(small.summary().find("below the JIT threshold"), std::string::npos) << small.summary();
@@ -383,34 +356,18 @@ TEST(CpuJit, SecondCompileHitsTheDiskCache) {
 
 namespace {
 
-// An MLP-like graph whose elementwise tails fuse into several generated kernels.
-Graph chain_model() {
-  Graph g;
-  Builder c(g);
-  ValueId x = c.input("x", DType::f32, Shape{16, 40});
-  ValueId b = c.input("b", DType::f32, Shape{40});
-  ValueId h = x;
-  for (int i = 0; i < 10; ++i) {
-    h = c.op1(OpKind::Tanh, {c.add(h, b)});
-    h = c.op1(OpKind::ReduceSum, {h}, {{"axes", std::vector<int64_t>{1}}});  // breaks the fusion group
-    h = c.mul(c.reshape(h, Shape{16, 1}), x);
-  }
-  g.outputs = {h};
-  return g;
-}
-
 struct ChainRun {
   Tensor out;
   std::string profile;  // its first lines say which path the fused kernels took
 };
 
 ChainRun run_chain(const char* jit_mode) {
-  Env env;
-  env.set("RLX_CPU_JIT", jit_mode);
-  env.set("RLX_PROFILE", "1");
+  ScopedEnv env_cpu_jit("RLX_CPU_JIT", jit_mode);
+  ScopedEnv env_profile("RLX_PROFILE", "1");
+  ScopedEnv env_cpu_rows("RLX_CPU_ROWS", "0");  // [issue 6 losshead] else the whole chain is one row kernel (no JIT)
   CompileOptions co;
   co.device = "cpu";
-  CompiledModel m(chain_model(), co);
+  CompiledModel m(rlx_test::chain_model(16), co);  // fused tails: several generated kernels
   auto out = m.run(std::vector<Tensor>{random(DType::f32, {16, 40}, 11, -0.2, 0.2), random(DType::f32, {40}, 12, -0.2, 0.2)});
   return {out[0], m.profile()};
 }
@@ -418,17 +375,15 @@ ChainRun run_chain(const char* jit_mode) {
 }  // namespace
 
 TEST(CpuJit, FallsBackWhenTheCompilerIsMissingOrBroken) {
-  Env env;
   TempDir tmp_fallback("fallback");
-  env.set("RLX_CACHE_DIR", tmp_fallback.path.c_str());
+  ScopedEnv env_cache_dir("RLX_CACHE_DIR", tmp_fallback.path.c_str());
   auto ref = run_chain("0");
   EXPECT_NE(ref.profile.find("evaluator (RLX_CPU_JIT=0)"), std::string::npos) << ref.profile;
   auto jit = run_chain("1");
   EXPECT_NE(jit.profile.find("C++ JIT"), std::string::npos) << jit.profile;
   ASSERT_EQ(std::memcmp(jit.out.raw(), ref.out.raw(), ref.out.nbytes()), 0) << "JIT model output differs";
   {
-    Env e2;
-    e2.set("RLX_CXX", "/nonexistent/bin/c++");
+    ScopedEnv e2_cxx("RLX_CXX", "/nonexistent/bin/c++");
     auto fb = run_chain("1");
     EXPECT_NE(fb.profile.find("evaluator (RLX_CXX=/nonexistent/bin/c++ not found)"), std::string::npos)
         << fb.profile;
@@ -436,15 +391,26 @@ TEST(CpuJit, FallsBackWhenTheCompilerIsMissingOrBroken) {
     EXPECT_NE(cpu::jit_probe().find("evaluator"), std::string::npos) << cpu::jit_probe();
   }
   {
-    Env e2;
-    e2.set("RLX_CXX", "false");  // a "compiler" that always fails
+    ScopedEnv e2_cxx("RLX_CXX", "false");  // a "compiler" that always fails
     TempDir tmp_fallback2("fallback2");
-    e2.set("RLX_CACHE_DIR", tmp_fallback2.path.c_str());
+    ScopedEnv e2_cache_dir("RLX_CACHE_DIR", tmp_fallback2.path.c_str());
     int failures = cpu::jit_stats().failures;
     auto fb = run_chain("1");
     EXPECT_EQ(cpu::jit_stats().failures, failures + 1);
     EXPECT_NE(fb.profile.find("evaluator (" ), std::string::npos) << fb.profile;
     EXPECT_EQ(std::memcmp(fb.out.raw(), ref.out.raw(), ref.out.nbytes()), 0);
+    // The failing source is kept under cpu/failed/ (which the cache eviction never lists), named by
+    // its key, and the message says where.
+    const std::string failed = tmp_fallback2.path + "/cpu/failed";
+    EXPECT_NE(fb.profile.find("source kept in " + failed + "/"), std::string::npos) << fb.profile;
+    std::vector<std::string> kept;
+    for (const auto& f : std::filesystem::directory_iterator(failed))
+      if (f.path().extension() == ".cpp") kept.push_back(f.path().string());
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(std::filesystem::path(kept[0]).stem().string().size(), 16u) << kept[0];
+    EXPECT_TRUE(std::filesystem::exists(kept[0] + ".log")) << kept[0];
+    rlx::cache_evict(tmp_fallback2.path, 0);  // a cap of 0 evicts every cache entry, but not these
+    EXPECT_TRUE(std::filesystem::exists(kept[0]) && std::filesystem::exists(kept[0] + ".log"));
   }
   // Auto mode: 11 small fused kernels stay on the evaluator.
   auto dflt = run_chain(nullptr);

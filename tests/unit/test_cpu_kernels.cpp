@@ -9,32 +9,22 @@
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
+#include "test_util.h"
 
 using namespace rlx;
 
 namespace {
 
-Tensor seeded(DType dt, std::vector<int64_t> shape, int seed, double scale = 1.0) {
-  Tensor t(dt, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, scale * std::sin(0.37 * static_cast<double>(i + 1) * (seed + 1) + seed));
-  return t;
-}
+using rlx_test::max_rel_diff;
 
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(a.get(i) - b.get(i)) / (1.0 + std::abs(b.get(i))));
-  return d;
+Tensor seeded(DType dt, std::vector<int64_t> shape, int seed, double scale = 1.0) {
+  return rlx_test::sine_tensor(dt, shape, 0.37 * (seed + 1), seed, scale);
 }
 
 void expect_matches(const Graph& g, const std::vector<Tensor>& in, double tol = 2e-5) {
   auto want = reference_run(g, in);
   for (bool fuse : {true, false}) {
-    CompileOptions o;
-    o.fuse = fuse;
-    CompiledModel m(g, o);
-    auto got = m.run(in);
-    got = m.run(in);  // a second run reuses the planned arena
+    auto got = rlx_test::run_cpu(g, in, fuse, 2);  // the second run reuses the planned arena
     ASSERT_EQ(got.size(), want.size());
     for (size_t k = 0; k < got.size(); ++k) EXPECT_LE(max_rel_diff(got[k], want[k]), tol) << "output " << k << " fuse=" << fuse;
   }

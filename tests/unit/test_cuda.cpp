@@ -20,6 +20,8 @@
 #include "rlx/lir.h"
 #include "rlx/session.h"
 #include "train/train.h"
+#include "cuda_test_util.h"
+#include "test_util.h"
 
 namespace rlx {
 namespace {
@@ -157,10 +159,11 @@ TEST(Cuda, RenderedKernelsCompileWithNvrtc) {
   if (!a) GTEST_SKIP() << "no NVRTC here: " << why;
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     auto ks = library_kernels(dt);
-    setenv("RLX_CUDA_ATTN_VEC", "1", 1);  // the opt-in attention variant compiles too
-    for (auto& [label, k] : library_kernels(dt))
-      if (label == "attention") ks.push_back({"attention(vec)", k});
-    unsetenv("RLX_CUDA_ATTN_VEC");
+    {
+      rlx_test::ScopedEnv vec("RLX_CUDA_ATTN_VEC", "1");  // the opt-in attention variant compiles too
+      for (auto& [label, k] : library_kernels(dt))
+        if (label == "attention") ks.push_back({"attention(vec)", k});
+    }
     ks.push_back({"fused", cuda::render_fused(fused_body(dt), ValueType{dt, {3, 5}})});
     ks.push_back({"gelu(vector)", cuda::render_activation("gelu", ValueType{dt, {4, 16}})});
     ks.push_back({"silu(scalar)", cuda::render_activation("silu", ValueType{dt, {3, 5}})});
@@ -316,8 +319,7 @@ TEST(Cuda, MlpTrainStepHasCudaKernels) {
   cuda::Api* a = cuda::nvrtc_only(&why);
   std::vector<int64_t> sizes{784, 128, 10};
   Graph step = train::build_train_step(models::mlp_loss_graph(sizes, 128), 4, train::OptimizerConfig{});
-  Legalized l = legalize(step, "cuda", {});
-  LirProgram p = lower_to_lir(eliminate_dead_code(fold_constants(l.graph)), true);
+  LirProgram p = cuda_test::cuda_lir(step);
   int gemms = 0, rendered = 0;
   for (auto& k : p.kernels) {
     std::vector<ValueType> in, out;
@@ -352,8 +354,8 @@ TEST(Cuda, MlpTrainStepMergesLaunches) {
   std::string why;
   cuda::Api* a = cuda::nvrtc_only(&why);
   Graph step = train::build_train_step(models::mlp_loss_graph({784, 128, 10}, 128), 4, train::OptimizerConfig{});
-  Legalized l = legalize(step, "cuda", {});
-  LirProgram p = lower_to_lir(eliminate_dead_code(fold_constants(l.graph)), true);
+  LirProgram p = cuda_test::cuda_lir(step);
+  rlx_test::ScopedEnv merged("RLX_CUDA_PERSISTENT", "0");  // [issue 7 cudamnist] the merged launches, not the persistent one
   auto launches = cuda::render_for_check(p);
   int gemms = 0, regions = 0, side = 0, rows = 0, mask = 0;
   for (auto& [label, ks] : launches) {
@@ -374,12 +376,7 @@ TEST(Cuda, MlpTrainStepMergesLaunches) {
 
 // ---- GPU-only: execution against the reference ------------------------------------------------
 
-Tensor rand_t(DType dt, std::vector<int64_t> s, std::mt19937& rng, double scale = 1.0) {
-  Tensor t(dt, std::move(s));
-  std::uniform_real_distribution<double> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
-  return t;
-}
+using cuda_test::rnd;
 
 double max_err(const Tensor& a, const Tensor& b) {
   double e = 0;
@@ -408,9 +405,9 @@ TEST(Cuda, EncoderBlockMatchesReferenceAndGraphReplay) {
     auto h = b.add(x, b.linear(merged, w2, b2, "gelu"));
     b.output(b.softmax(b.layer_norm(h, gm, bt)));
     std::mt19937 rng(5);
-    std::vector<Tensor> in = {rand_t(dt, {2, 16, 64}, rng), rand_t(dt, {192, 64}, rng, 0.2), rand_t(dt, {192}, rng),
-                              rand_t(dt, {64, 64}, rng, 0.2), rand_t(dt, {64}, rng),        rand_t(dt, {64}, rng),
-                              rand_t(dt, {64}, rng)};
+    std::vector<Tensor> in = {rnd(dt, {2, 16, 64}, rng), rnd(dt, {192, 64}, rng, 0.2), rnd(dt, {192}, rng),
+                              rnd(dt, {64, 64}, rng, 0.2), rnd(dt, {64}, rng),        rnd(dt, {64}, rng),
+                              rnd(dt, {64}, rng)};
     auto want = reference_run(g, in);
     CompiledModel m(g, on_cuda());
     auto eager = m.run(in);   // first run: eager launches
@@ -429,14 +426,14 @@ TEST(Cuda, TensorCoreAttentionMatchesReference) {
   for (DType dt : {DType::f16, DType::bf16}) {
     for (auto& c : kAttnCases) {
       Graph g = attention_graph(dt, c);
-      std::vector<Tensor> in = {rand_t(dt, {c.B, c.H, c.S, c.D}, rng, 2.0), rand_t(dt, {c.B, c.Hkv, c.T, c.D}, rng, 2.0),
-                                rand_t(dt, {c.B, c.Hkv, c.T, c.D}, rng)};
+      std::vector<Tensor> in = {rnd(dt, {c.B, c.H, c.S, c.D}, rng, 2.0), rnd(dt, {c.B, c.Hkv, c.T, c.D}, rng, 2.0),
+                                rnd(dt, {c.B, c.Hkv, c.T, c.D}, rng)};
       if (c.mask == "padding" || c.mask == "causal_padding") {
         Tensor m(DType::boolean, {c.B, c.T});
         for (int64_t i = 0; i < m.numel(); ++i) m.set(i, (i % c.T) < c.T - 7 * (1 + i / c.T) ? 1.0 : 0.0);
         in.push_back(m);
       }
-      if (c.mask == "bias") in.push_back(rand_t(dt, {c.B, 1, c.S, c.T}, rng, 3.0));
+      if (c.mask == "bias") in.push_back(rnd(dt, {c.B, 1, c.S, c.T}, rng, 3.0));
       auto want = reference_run(g, in);
       CompiledModel m(g, on_cuda());
       auto got = m.run(in);
@@ -461,10 +458,10 @@ TEST(Cuda, BatchedSiblingLinearsMatchReference) {
       auto x = b.input("x", dt, {2, 9, 48});
       std::vector<ValueId> outs;
       for (int i = 0; i < 3; ++i)
-        outs.push_back(b.linear(x, b.constant(rand_t(dt, {40, 48}, rng, 0.3)), b.constant(rand_t(dt, {40}, rng)), act));
+        outs.push_back(b.linear(x, b.constant(rnd(dt, {40, 48}, rng, 0.3)), b.constant(rnd(dt, {40}, rng)), act));
       b.output(b.add(b.mul(outs[0], outs[1]), outs[2]));
-      b.output(b.linear(x, b.constant(rand_t(dt, {40, 48}, rng, 0.3)), -1, act));  // a sibling without bias: not grouped
-      std::vector<Tensor> in = {rand_t(dt, {2, 9, 48}, rng)};
+      b.output(b.linear(x, b.constant(rnd(dt, {40, 48}, rng, 0.3)), -1, act));  // a sibling without bias: not grouped
+      std::vector<Tensor> in = {rnd(dt, {2, 9, 48}, rng)};
       auto want = reference_run(g, in);
       CompiledModel m(g, on_cuda());
       auto got = m.run(in);
@@ -482,7 +479,7 @@ TEST(Cuda, ParallelReductionsMatchReference) {
   std::mt19937 rng(13);
   for (DType dt : {DType::f32, DType::f16, DType::i32}) {
     Graph g = reductions_graph(dt);
-    std::vector<Tensor> in = {rand_t(dt, {300, 2, 130}, rng, dt == DType::i32 ? 1000.0 : 1.0)};
+    std::vector<Tensor> in = {rnd(dt, {300, 2, 130}, rng, dt == DType::i32 ? 1000.0 : 1.0)};
     auto want = reference_run(g, in);
     CompiledModel m(g, on_cuda());
     auto got = m.run(in);
@@ -508,7 +505,7 @@ TEST(Cuda, GemmBiasFoldMatchesReference) {
     auto h = b.add(b.matmul(x, w), bias);
     b.output(h);
     b.output(b.softmax(h));
-    std::vector<Tensor> in = {rand_t(dt, {33, 70}, rng), rand_t(dt, {70, 24}, rng, 0.3), rand_t(dt, {24}, rng)};
+    std::vector<Tensor> in = {rnd(dt, {33, 70}, rng), rnd(dt, {70, 24}, rng, 0.3), rnd(dt, {24}, rng)};
     auto want = reference_run(g, in);
     CompiledModel m(g, on_cuda());
     auto got = m.run(in);
@@ -524,8 +521,8 @@ TEST(Cuda, VectorNormsMatchReference) {
   std::mt19937 rng(19);
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     Graph g = norms_graph(dt);
-    std::vector<Tensor> in = {rand_t(dt, {7, 384}, rng, 2.0), rand_t(dt, {7, 384}, rng), rand_t(dt, {384}, rng),
-                              rand_t(dt, {384}, rng)};
+    std::vector<Tensor> in = {rnd(dt, {7, 384}, rng, 2.0), rnd(dt, {7, 384}, rng), rnd(dt, {384}, rng),
+                              rnd(dt, {384}, rng)};
     auto want = reference_run(g, in);
     CompiledModel m(g, on_cuda());
     auto got = m.run(in);
@@ -548,13 +545,12 @@ TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
   Graph loss = models::mlp_loss_graph(sizes, B);
   train::OptimizerConfig opt;
   Graph step = train::build_train_step(loss, 4, opt);
-  Legalized l = legalize(step, "cuda", {});
-  LirProgram p = lower_to_lir(eliminate_dead_code(fold_constants(l.graph)), true);
+  LirProgram p = cuda_test::cuda_lir(step);
   auto exe = make_executable("cuda", p);
   auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
   ASSERT_NE(cu, nullptr);
   std::mt19937 rng(23);
-  Tensor x = rand_t(DType::f32, {B, 784}, rng), y(DType::i64, {B});
+  Tensor x = rnd(DType::f32, {B, 784}, rng), y(DType::i64, {B});
   for (int64_t i = 0; i < B; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
   Tensor lr(DType::f32, {}), lr_hat(DType::f32, {}), eps_hat(DType::f32, {});
   lr.data<float>()[0] = lr_hat.data<float>()[0] = 0.1f, eps_hat.data<float>()[0] = 0.0f;
@@ -587,7 +583,7 @@ TEST(Cuda, TrainerResidentOnCudaMatchesCpu) {
   train::Trainer dev(loss, init, opt, {}, on_cuda()), ref(loss, init, opt, {}, CompileOptions{});
   std::mt19937 rng(29);
   for (int s = 0; s < 4; ++s) {  // a new batch every step (resident_write of the data inputs)
-    Tensor x = rand_t(DType::f32, {B, 784}, rng), y(DType::i64, {B});
+    Tensor x = rnd(DType::f32, {B, 784}, rng), y(DType::i64, {B});
     for (int64_t i = 0; i < B; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
     double got = dev.step({x, y})[0].get(0), want = ref.step({x, y})[0].get(0);
     EXPECT_NEAR(got, want, 1e-5) << "step " << s;

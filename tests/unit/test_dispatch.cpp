@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "rlx/builder.h"
 #include "rlx/conformance.h"
 #include "rlx/device.h"
@@ -32,6 +34,29 @@ TEST(Dispatch, SixteenTargetsCpuAvailable) {
   ASSERT_EQ(device_names().size(), 16u);
   EXPECT_TRUE(device_info("cpu").can_execute());
   for (auto& n : device_names()) EXPECT_FALSE(device_info(n).reason.empty()) << n;
+  EXPECT_THROW(device_info("quantum"), Error);
+}
+
+// [fixtests: per-entry probing] Threads asking for every device at once (each entry has its own
+// once_flag) all get the one entry built per name; a failed lookup can be repeated.
+TEST(Dispatch, DeviceInfoFromManyThreadsBuildsEachEntryOnce) {
+  const std::vector<std::string>& names = device_names();
+  std::vector<std::vector<const DeviceInfo*>> seen(6, std::vector<const DeviceInfo*>(names.size()));
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < seen.size(); ++t)
+    ts.emplace_back([&, t] {
+      for (size_t k = 0; k < names.size(); ++k) {
+        size_t i = t % 2 ? names.size() - 1 - k : k;  // half the threads go backwards
+        seen[t][i] = &device_info(names[i]);
+      }
+    });
+  for (auto& th : ts) th.join();
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(seen[0][i]->name, names[i]);
+    for (size_t t = 1; t < seen.size(); ++t) EXPECT_EQ(seen[t][i], seen[0][i]) << names[i];
+    EXPECT_EQ(&device_info(names[i]), seen[0][i]);
+  }
+  EXPECT_THROW(device_info("quantum"), Error);
   EXPECT_THROW(device_info("quantum"), Error);
 }
 
@@ -88,7 +113,32 @@ TEST(Dispatch, UnsupportedNamesNodeDeviceAndAlternatives) {
     EXPECT_NE(m.find("webgpu"), std::string::npos) << m;
     EXPECT_NE(m.find("tried:"), std::string::npos) << m;
     EXPECT_NE(m.find("could run it: cpu"), std::string::npos) << m;
+    // [cleanup2] the hint reads the static tables: OpenCL's f64 depends on the driver, said as such
+    EXPECT_NE(m.find("gpu (if its driver supports f64)"), std::string::npos) << m;
+    EXPECT_EQ(m.find("webgpu,"), std::string::npos) << m;  // not the failing device itself
   }
+}
+
+// [cleanup2] device_caps (static tables, no probe) claims what device_info (probed) claims, and
+// more only in the dtypes it says a driver decides.
+TEST(Dispatch, StaticCapsMatchProbedCaps) {
+  for (auto& d : device_names()) {
+    DTypeSet driver;
+    const CapabilitySet& st = device_caps(d, &driver);
+    const CapabilitySet& pr = device_info(d).caps;
+    EXPECT_EQ(pr.storage.minus(st.storage).bits, 0u) << d;
+    EXPECT_EQ(st.storage.minus(pr.storage).minus(driver).bits, 0u) << d << " storage " << st.storage.str();
+    for (auto& [k, s] : pr.ops) {
+      ASSERT_TRUE(st.ops.count(k)) << d << " " << op_name(k);
+      EXPECT_EQ(s.minus(st.ops.at(k)).bits, 0u) << d << " " << op_name(k);
+    }
+    for (auto& [k, s] : st.ops) {
+      DTypeSet p = pr.ops.count(k) ? pr.ops.at(k) : DTypeSet{};
+      EXPECT_EQ(s.minus(p).minus(driver).bits, 0u) << d << " " << op_name(k) << " " << s.str() << " vs " << p.str();
+    }
+    EXPECT_EQ(driver.bits, d == "gpu" ? DTypeSet::of({DType::f64}).bits : 0u) << d;
+  }
+  EXPECT_THROW(device_caps("nope"), Error);
 }
 
 TEST(Dispatch, IntegerWideningRewrite) {

@@ -4,9 +4,11 @@
 // (The packed-B entry points used by Linear are covered in test_cpu_fast.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/gemm_avx2.h"
@@ -166,4 +168,141 @@ TEST(GemmF32, AlphaResidualAndReluKeepsNaN) {
             else ASSERT_NEAR(C[i * N + j], want, 1e-4) << i << "," << j << " ta " << ta << " tb " << tb << " par " << par;
           }
       }
+}
+
+// [issue 6 cpugemm] The narrow path (N <= 12: the outer-product kernel for a transposed A, the
+// dot-product kernel for K >= 256) and the in-register ReLU-mask epilogue (GemmEpi::mask), against a
+// float64 loop with the whole epilogue: alpha, beta, bias, residual, ReLU, mask, rows_done. Sizes
+// cover the 8-row and 2-row tiles' tails, K tails of the dot kernel (K % 8 != 0), 1..12 columns and
+// the 16-column tile (N 16, 33) with the mask; serial and pooled.
+TEST(GemmF32, NarrowAndMaskEpilogue) {
+  std::mt19937 g(31);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  struct C6 { bool ta, tb; int64_t M, N, K; float beta; bool par, bias, res, relu, mask; float alpha; };
+  std::vector<C6> cases = {
+      {true, false, 128, 10, 1024, 0.f, true, false, true, false, false, -0.1f},  // dW of a classifier (SGD)
+      {true, false, 517, 10, 130, 0.f, true, false, true, false, false, -0.1f},
+      {false, false, 1024, 10, 512, 0.f, true, true, false, false, false, 1.f},  // its forward (bias)
+      {false, false, 77, 10, 300, 1.f, false, true, false, true, false, 1.f},
+      {false, true, 45, 7, 257, 0.5f, true, true, true, true, false, 0.7f},
+      {true, true, 33, 12, 40, 0.f, true, true, true, true, true, 1.f},
+      {false, false, 200, 10, 10, 0.f, true, true, false, false, true, 1.f},   // K < 256: the 6x16 path
+      {false, true, 300, 128, 10, 0.f, true, false, false, false, true, 1.f},  // ReLU backward, K = 10
+      {false, true, 130, 33, 10, 0.f, false, false, false, false, true, 1.f},
+      {true, false, 70, 16, 300, 1.f, true, true, true, true, true, -0.5f},
+  };
+  for (int64_t n = 1; n <= 12; ++n)
+    for (bool ta : {false, true}) cases.push_back({ta, n % 2 == 0, 9 + 3 * n, n, 250 + 3 * n, 0.f, n % 3 == 0, true,
+                                                   n % 2 == 1, n % 4 == 1, n % 5 == 0, n % 2 ? 1.f : -0.25f});
+  for (const C6& c : cases) {
+    const int64_t lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
+    std::vector<float> A(static_cast<size_t>(c.M * c.K)), B(static_cast<size_t>(c.K * c.N)),
+        C(static_cast<size_t>(c.M * c.N)), R(C.size()), Mk(C.size()), bias(static_cast<size_t>(c.N));
+    for (auto* v : {&A, &B, &C, &R, &Mk, &bias})
+      for (auto& x : *v) x = d(g);
+    if (c.beta == 0.f)
+      for (auto& x : C) x = std::numeric_limits<float>::quiet_NaN();  // never read
+    const std::vector<float> C0 = C;
+    std::vector<int> done(static_cast<size_t>(c.M), 0);
+    cpu::GemmEpi e;
+    if (c.bias) e.bias = bias.data();
+    if (c.res) e.residual = R.data(), e.ldr = c.N;
+    if (c.relu) e.act = cpu::GemmAct::Relu;
+    if (c.mask) e.mask = Mk.data(), e.ldm = c.N;
+    e.ctx = &done;
+    e.rows_done = [](void* ctx, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) ++(*static_cast<std::vector<int>*>(ctx))[r];
+    };
+    cpu::gemm_f32(c.ta, c.tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, C.data(), c.N, c.beta, c.par, &e, c.alpha);
+    const std::string what = "ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
+                             " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K);
+    for (int64_t i = 0; i < c.M; ++i) {
+      EXPECT_EQ(done[i], 1) << "row " << i << " " << what;
+      for (int64_t j = 0; j < c.N; ++j) {
+        double s = 0, mag = 0;
+        for (int64_t k = 0; k < c.K; ++k) {
+          const double p = double(c.ta ? A[k * lda + i] : A[i * lda + k]) * (c.tb ? B[j * ldb + k] : B[k * ldb + j]);
+          s += p, mag += std::abs(p);
+        }
+        s *= c.alpha, mag *= std::abs(c.alpha);
+        if (c.beta != 0.f) s += double(c.beta) * C0[i * c.N + j];
+        if (c.bias) s += bias[j];
+        if (c.res) s += R[i * c.N + j];
+        if (c.relu) s = s < 0 ? 0 : s;
+        if (c.mask && !(Mk[i * c.N + j] > 0.f)) s = 0;
+        ASSERT_NEAR(C[i * c.N + j], s, 2e-6 * (4 + mag)) << i << "," << j << " " << what;
+      }
+    }
+  }
+}
+
+// [issue 6 cpugemm] The mask keeps a NaN of C where the mask is positive and gives 0 where it is not
+// (also for a NaN mask), on the 6x16 path and on the narrow path.
+TEST(GemmF32, MaskEpilogueNaN) {
+  for (int64_t N : {5, 32}) {
+    const int64_t M = 30, K = 300;
+    std::vector<float> A(static_cast<size_t>(M * K), 0.5f), B(static_cast<size_t>(K * N), 0.25f), C(static_cast<size_t>(M * N));
+    std::vector<float> Mk(C.size(), 1.f);
+    A[0] = std::numeric_limits<float>::quiet_NaN();  // row 0 of C is NaN
+    Mk[1] = 0.f;                                      // (0, 1) masked off
+    Mk[N + 2] = std::numeric_limits<float>::quiet_NaN();  // (1, 2): a NaN mask gives 0
+    cpu::GemmEpi e;
+    e.mask = Mk.data();
+    e.ldm = N;
+    cpu::gemm_f32(false, false, M, N, K, A.data(), K, B.data(), N, C.data(), N, 0.f, true, &e);
+    EXPECT_TRUE(std::isnan(C[0])) << N;
+    EXPECT_EQ(C[1], 0.f) << N;
+    EXPECT_EQ(C[N + 2], 0.f) << N;
+    EXPECT_FLOAT_EQ(C[N + 3], 0.125f * K) << N;
+  }
+}
+
+// [issue 6 biasgrad] GemmEpi::colsum: with op(B) = B [K,N] (not transposed), gemm_f32 also writes
+// colsum[j] = B[0][j] + B[1][j] + ... (rows in order, unscaled by alpha) while it packs B: bitwise that
+// sequential float fold, within K ulps-ish of the float64 sum, and C is bitwise the same as without it.
+// Covers the narrow path (N <= 12), partial 16-column panels, strided B, serial and pooled packing
+// (row split and column split), alpha with a residual, K = 1 and M = 0.
+TEST(GemmF32, ColumnSumsWhilePackingB) {
+  std::mt19937 g(77);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  struct S {
+    bool ta;
+    int64_t M, N, K, pad_b;
+    bool parallel;
+  };
+  const S cases[] = {{true, 50, 10, 37, 0, true},     {true, 784, 512, 256, 3, true}, {true, 300, 130, 200, 0, true},
+                     {false, 64, 256, 200, 0, true},  {false, 20, 300, 400, 5, true}, {true, 33, 17, 1, 0, false},
+                     {false, 7, 5, 300, 2, false},    {true, 0, 40, 9, 0, true},      {true, 128, 128, 128, 0, false}};
+  for (const S& c : cases)
+    for (float alpha : {1.f, -0.05f}) {
+      const int64_t ar = c.ta ? c.K : c.M, ac = c.ta ? c.M : c.K, ldb = c.N + c.pad_b;
+      std::vector<float> A(static_cast<size_t>(std::max<int64_t>(ar * ac, 1))), B(static_cast<size_t>(c.K * ldb)),
+          W(static_cast<size_t>(std::max<int64_t>(c.M * c.N, 1)));
+      for (auto& x : A) x = d(g);
+      for (auto& x : B) x = d(g) * 3.f;
+      for (auto& x : W) x = d(g);
+      cpu::GemmEpi e;
+      if (alpha != 1.f) {
+        e.residual = W.data();
+        e.ldr = c.N;
+      }
+      std::vector<float> C1(static_cast<size_t>(std::max<int64_t>(c.M * c.N, 1))), C2 = C1;
+      cpu::gemm_f32(c.ta, false, c.M, c.N, c.K, A.data(), ac, B.data(), ldb, C1.data(), c.N, 0.f, c.parallel, &e, alpha);
+      std::vector<float> cs(static_cast<size_t>(c.N), std::numeric_limits<float>::quiet_NaN());
+      e.colsum = cs.data();
+      cpu::gemm_f32(c.ta, false, c.M, c.N, c.K, A.data(), ac, B.data(), ldb, C2.data(), c.N, 0.f, c.parallel, &e, alpha);
+      const std::string what = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K);
+      for (int64_t i = 0; i < c.M * c.N; ++i) ASSERT_EQ(C1[i], C2[i]) << what << " C[" << i << "]";
+      for (int64_t j = 0; j < c.N; ++j) {
+        float f = B[j];
+        double s = B[j], mag = std::fabs(B[j]);
+        for (int64_t k = 1; k < c.K; ++k) {
+          f += B[k * ldb + j];
+          s += B[k * ldb + j];
+          mag += std::fabs(B[k * ldb + j]);
+        }
+        ASSERT_EQ(cs[j], f) << what << " colsum[" << j << "] (row-order fold)";
+        ASSERT_NEAR(cs[j], s, 1e-6 * c.K * (1 + mag)) << what << " colsum[" << j << "] (float64)";
+      }
+    }
 }

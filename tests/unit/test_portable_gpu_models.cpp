@@ -19,6 +19,7 @@
 #include "rlx/builder.h"
 #include "rlx/device.h"
 #include "rlx/session.h"
+#include "test_util.h"
 #include "train/train.h"
 
 using namespace rlx;
@@ -26,15 +27,7 @@ using namespace rlx::models;
 
 namespace {
 
-double cosine(const float* a, const float* b, int64_t n) {
-  double d = 0, na = 0, nb = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    d += static_cast<double>(a[i]) * b[i];
-    na += static_cast<double>(a[i]) * a[i];
-    nb += static_cast<double>(b[i]) * b[i];
-  }
-  return d / std::sqrt(na * nb);
-}
+using rlx_test::cosine;
 
 std::vector<std::string> runnable_gpus(std::vector<std::string> want = {"vulkan", "opengl", "gpu"}) {
   std::vector<std::string> r;

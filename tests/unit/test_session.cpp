@@ -6,24 +6,15 @@
 #include "rlx/reference.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
+#include "test_util.h"
 
 using namespace rlx;
 
 namespace {
 std::string example(const char* name) { return std::string(RLX_SOURCE_DIR) + "/examples/" + name; }
 
-Tensor seeded(DType dt, std::vector<int64_t> shape, int seed) {
-  Tensor t(dt, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, std::sin(0.37 * static_cast<double>(i + 1) + seed));
-  return t;
-}
-
-double max_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(a.get(i) - b.get(i)));
-  return d;
-}
+Tensor seeded(DType dt, std::vector<int64_t> shape, int seed) { return rlx_test::sine_tensor(dt, shape, 0.37, seed); }
+using rlx_test::max_abs_diff;
 }  // namespace
 
 TEST(Session, SpecializationCacheIsVisible) {
@@ -52,14 +43,11 @@ TEST(Session, MatchesReferenceOnExamples) {
     }
     auto want = reference_run(g, in);
     for (bool fuse : {true, false}) {
-      CompileOptions o;
-      o.fuse = fuse;
-      CompiledModel m(g, o);
-      auto got = m.run(in);
+      auto got = rlx_test::run_cpu(g, in, fuse);
       ASSERT_EQ(got.size(), want.size());
       for (size_t k = 0; k < got.size(); ++k) {
         double tol = got[k].dtype() == DType::f32 ? 1e-4 : 2e-2;
-        EXPECT_LE(max_diff(got[k], want[k]), tol) << f << " output " << k << " fuse=" << fuse;
+        EXPECT_LE(max_abs_diff(got[k], want[k]), tol) << f << " output " << k << " fuse=" << fuse;
       }
     }
   }

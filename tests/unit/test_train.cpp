@@ -322,8 +322,10 @@ TEST(TrainResident, HostDefaultFeedsOutputsBackWithoutCopies) {
 }
 
 // [issue 6] Outputs that are inputs passed through (an update folded to the identity: q' = q; an
-// output reading a parameter unchanged: p) must not share a buffer with a live input after the
-// feedback swaps: every run's outputs equal the reference values.
+// output reading a parameter unchanged: p) keep their values across the feedback swaps: every run's
+// outputs equal the reference values. On cpu the lowering copies pass-through outputs, so this does
+// not exercise the host default's clones (the test below does); it is regression coverage of the
+// whole CompiledModel resident path (lowering, feedback, reads) end to end.
 TEST(TrainResident, HostDefaultPassThroughOutputsDoNotAliasInputs) {
   Graph g;
   Builder b(g);
@@ -349,15 +351,25 @@ TEST(TrainResident, HostDefaultPassThroughOutputsDoNotAliasInputs) {
   }
 }
 
-// The same hazard where it really occurs: a backend whose run() hands an input back as an output
-// (here a minimal host Executable: outputs {p, p + d}, output 1 fed back to p). Without the clone
-// after the first run, output 0 and the new p would share one buffer and read p + 2d.
+// [issue 6] The hazard of the host default's feedback swaps: an output that is an input passed
+// through (a parameter read unchanged: p) or one tensor returned for two outputs (p' twice) must
+// get its own buffer, or a later run writes into a live input. cpu lowering copies
+// pass-through outputs, so no CompiledModel shows it; this minimal host Executable does: run()
+// returns {p, p + d, p + d (the same tensor)}, output 1 is fed back to p, and run_into writes one
+// output after the other while reading the inputs, as a kernel schedule does. Without the clones
+// after the first run, output 2 shares the new p (writing it changes p before output 1 reads it)
+// and output 0 shares the old p (it reads p + 2d). Fails with either half of the fix removed.
 TEST(TrainResident, HostDefaultClonesOutputsThatAreInputs) {
   struct PassThrough : Executable {
     std::vector<Tensor> run(const std::vector<Tensor>& in) override {
       Tensor next(DType::f32, {3});
       for (int64_t k = 0; k < 3; ++k) next.set(k, in[0].get(k) + in[1].get(k));
-      return {in[0], next};
+      return {in[0], next, next};
+    }
+    void run_into(const std::vector<Tensor>& in, std::vector<Tensor>& out) override {
+      for (int64_t k = 0; k < 3; ++k) out[2].set(k, in[0].get(k) + in[1].get(k));  // "kernel" 1
+      for (int64_t k = 0; k < 3; ++k) out[1].set(k, in[0].get(k) + in[1].get(k));  // "kernel" 2
+      for (int64_t k = 0; k < 3; ++k) out[0].set(k, in[0].get(k));                 // "kernel" 3
     }
   } e;
   e.resident_feedback({{1, 0}});
@@ -366,9 +378,13 @@ TEST(TrainResident, HostDefaultClonesOutputsThatAreInputs) {
   for (int r = 0; r < 4; ++r) {
     e.resident_run(1);
     SCOPED_TRACE("run " + std::to_string(r));
-    EXPECT_EQ(e.resident_read_output(0).get(0), 1.0 + r);
-    EXPECT_EQ(e.resident_read_input(0).get(0), 2.0 + r);
+    EXPECT_EQ(e.resident_read_output(0).get(0), 1.0 + r);  // p before this run's update
+    EXPECT_EQ(e.resident_read_input(0).get(0), 2.0 + r);   // p after it
+    EXPECT_EQ(e.resident_read_output(1).get(2), 4.0 + r);  // fed back: reads as the new p
+    EXPECT_EQ(e.resident_read_output(2).get(1), 3.0 + r);
+    EXPECT_EQ(e.resident_read_input(1).get(0), 1.0);
     EXPECT_NE(e.resident_read_output(0).raw(), e.resident_read_input(0).raw());
+    EXPECT_NE(e.resident_read_output(2).raw(), e.resident_read_input(0).raw());
   }
 }
 

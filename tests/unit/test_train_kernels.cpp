@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "autodiff/autodiff.h"
 #include "backends/cpu/gemm_avx2.h"
@@ -14,19 +15,14 @@
 #include "rlx/builder.h"
 #include "rlx/reference.h"
 #include "rlx/session.h"
+#include "test_util.h"
 #include "train/train.h"
 
 using namespace rlx;
 
 namespace {
 
-Tensor randn(std::vector<int64_t> shape, uint64_t seed) {
-  Tensor t(DType::f32, std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d;
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, d(rng));
-  return t;
-}
+using rlx_test::randn;
 
 void expect_same(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
   ASSERT_EQ(a.dtype(), b.dtype()) << what;
@@ -206,27 +202,7 @@ TEST(TrainGemm, FusedStepEpiloguesMatchReference) {
   Graph loss = models::mlp_loss_graph(sizes, B);
   train::OptimizerConfig c;  // plain SGD
   Graph step = train::build_train_step(loss, static_cast<int>(2 * (sizes.size() - 1)), c);
-  std::vector<Tensor> in;
-  uint64_t seed = 300;
-  for (ValueId v : step.inputs) {
-    const ValueType& t = step.type(v);
-    const std::string& name = step.values[v].name;
-    std::vector<int64_t> dims;
-    for (auto& d : t.shape) dims.push_back(d.v);
-    if (t.dtype == DType::i64) {
-      Tensor l(DType::i64, dims);
-      for (int64_t i = 0; i < l.numel(); ++i) l.set_int(i, (i * 7) % 10);
-      in.push_back(l);
-    } else if (dims.empty()) {
-      Tensor s(t.dtype, {});
-      s.set(0, name == "eps_hat" ? 1e-8 : 0.1);
-      in.push_back(s);
-    } else {
-      Tensor r = randn(dims, ++seed);
-      for (int64_t i = 0; i < r.numel(); ++i) r.set(i, 0.3 * r.get(i));
-      in.push_back(r);
-    }
-  }
+  std::vector<Tensor> in = rlx_test::train_step_inputs(step, 300, 0.3);
   setenv("RLX_PROFILE", "1", 1);
   CompiledModel m(step, CompileOptions{});
   auto got = m.run(in);
@@ -239,5 +215,56 @@ TEST(TrainGemm, FusedStepEpiloguesMatchReference) {
     EXPECT_NE(prof.find("dot_general+bias+relu"), std::string::npos) << prof;
     EXPECT_NE(prof.find("dot_general+relu_mask"), std::string::npos) << prof;
     EXPECT_NE(prof.find("dot_general+sgd"), std::string::npos) << prof;
+  }
+}
+
+// [issue 6 biasgrad] The bias gradients (reduce_sum of dH over the batch) fold into the weight
+// gradient's GEMM (fold_bias_grads: the column sums are taken while dH is packed as B). Every output
+// of whole SGD steps is bitwise that of the unfolded schedule (RLX_CPU_BIASGRAD=0), on shapes with
+// partial 16-column panels, the narrow N = 10 GEMM and pooled packing; the profile shows the fold and
+// the bias-gradient reduce kernels are gone.
+TEST(TrainGemm, BiasGradientsFoldIntoTheGemmBitwise) {
+  struct Net {
+    std::vector<int64_t> sizes;
+    int64_t B;
+    double momentum;  // 0: plain SGD (the fold joins the +sgd GEMM); else the dW GEMM has no epilogue
+  };
+  const Net nets[] = {{{50, 40, 30, 10}, 37, 0}, {{100, 64, 48, 10}, 200, 0}, {{784, 128, 10}, 256, 0},
+                      {{60, 33, 10}, 50, 0.9}};
+  for (const Net& n : nets) {
+    Graph loss = models::mlp_loss_graph(n.sizes, n.B);
+    train::OptimizerConfig c;
+    c.momentum = n.momentum;
+    Graph step = train::build_train_step(loss, static_cast<int>(2 * (n.sizes.size() - 1)), c);
+    std::vector<Tensor> in = rlx_test::train_step_inputs(step, 400 + n.B, 0.3);
+    auto run = [&](const char* fold, std::string* prof, int64_t* reduces) {
+      setenv("RLX_CPU_BIASGRAD", fold, 1);
+      setenv("RLX_PROFILE", "1", 1);
+      CompiledModel m(step, CompileOptions{});
+      auto out = m.run(in);
+      out = m.run(in);  // warm: the second run reuses the arena
+      *prof = m.profile();
+      unsetenv("RLX_PROFILE");
+      unsetenv("RLX_CPU_BIASGRAD");
+      *reduces = 0;
+      for (size_t pos = 0; (pos = prof->find("calls  reduce_sum\n", pos)) != std::string::npos; ++pos) {
+        size_t b = prof->rfind("us", pos);
+        *reduces += std::stoll(prof->substr(b + 2, pos - b - 2));
+      }
+      return out;
+    };
+    std::string p0, p1;
+    int64_t r0 = 0, r1 = 0;
+    auto want = run("0", &p0, &r0);
+    auto got = run("1", &p1, &r1);
+    const std::string what = "mlp b" + std::to_string(n.B) + " layers " + std::to_string(n.sizes.size() - 1);
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], 0, what + " output " + std::to_string(i));
+    if (cpu::fast_gemm_available()) {
+      EXPECT_NE(p1.find(n.momentum == 0 ? "+sgd+colsum" : "dot_general+colsum"), std::string::npos) << p1;
+      EXPECT_EQ(p0.find("colsum"), std::string::npos) << p0;
+      // one bias gradient per layer, 2 runs
+      EXPECT_EQ(r0 - r1, 2 * static_cast<int64_t>(n.sizes.size() - 1)) << what << "\n" << p0 << p1;
+    }
   }
 }

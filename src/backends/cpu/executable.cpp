@@ -66,10 +66,11 @@ class CpuExecutable : public Executable {
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
-      if (k.attrs.count("cpu_epi")) label += "+" + attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");  // [issue 6 trainperf]
+      if (k.attrs.count("cpu_epi")) (label += "+") += attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");  // [issue 6 trainperf]
+      if (k.attrs.count("cpu_rows") && label.rfind("fused", 0) == 0) label = "rows" + label.substr(5);  // [issue 6 losshead]
       if (k.op == OpKind::Linear && k.attrs.count("activation")) {
         Node n{k.op, {}, {}, k.attrs, ""};
-        if (attr_str(n, "activation") != "none" && !attr_str(n, "activation").empty()) label += "+" + attr_str(n, "activation");
+        if (attr_str(n, "activation") != "none" && !attr_str(n, "activation").empty()) (label += "+") += attr_str(n, "activation");
       }
       labels_.push_back(label);
       Node n{k.op, {}, {}, k.attrs, k.origin};
@@ -121,6 +122,8 @@ class CpuExecutable : public Executable {
       const double c0 = profile_cpu_ ? cpu_us() : 0.0;  // [issue 3 minilm]
       if (jit_->has(k)) {  // [issue 3 cpujit]
         jit_->run(k, in, out[0]);
+      } else if (kr.kind == KernelKind::Generated && kr.attrs.count("cpu_rows")) {  // [issue 6 losshead] row region
+        cpu::rows_kernel(kr.body, attr_int(nodes_[k], "cpu_rows"), attr_int(nodes_[k], "cpu_cols"), in, out);
       } else if (kr.kind == KernelKind::Generated) {
         cpu::fused_kernel(kr.body, in, out[0]);
       } else if (!single_[k].nodes.empty()) {

@@ -64,12 +64,14 @@ std::vector<int64_t> norm(std::vector<int64_t> v, int64_t r) {
 // [issue 6 training] Epilogues fuse_train_lir attaches to a 2-D dot_general (attrs name the input
 // slots): cpu_bias (+ activation relu) for the forward layer, cpu_mask for ReLU's backward
 // (C = mask > 0 ? C : 0), cpu_sgd_w / cpu_sgd_lr for the SGD update (C = W - lr * C).
+// [issue 6 biasgrad] cpu_colsum (an output slot): the bias gradient, column sums of B [K,N].
 struct TrainEpi {
   const float* bias = nullptr;  // [N]
   bool relu = false;            // max(v, 0), NaN kept (as the reference max)
   const float* mask = nullptr;  // [M,N]
   const float* sgd_w = nullptr;  // [M,N]
   float lr = 0.f;
+  float* colsum = nullptr;  // [N]
 };
 
 int64_t attr_or_neg(const Node& n, const char* k) {
@@ -77,9 +79,10 @@ int64_t attr_or_neg(const Node& n, const char* k) {
   return it == n.attrs.end() ? -1 : attr_int(n, k);
 }
 
-TrainEpi train_epi(const Node& n, const std::vector<Tensor>& in) {
+TrainEpi train_epi(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   TrainEpi e;
   int64_t i;
+  if ((i = attr_or_neg(n, "cpu_colsum")) >= 0) e.colsum = out[i].data<float>();
   if ((i = attr_or_neg(n, "cpu_bias")) >= 0) e.bias = in[i].data<float>();
   if (n.attrs.count("activation") && attr_str(n, "activation") == "relu") e.relu = true;
   if ((i = attr_or_neg(n, "cpu_mask")) >= 0) e.mask = in[i].data<float>();
@@ -107,8 +110,8 @@ RLX_SIMD void mask_rows(void* p, int64_t r0, int64_t r1) {
 }
 
 // C[M,N] (row stride N) = op(A)[M,K] · op(B)[K,N] with the training epilogue: an adapter onto
-// gemm_f32 (bias, ReLU as GemmAct::Relu, the mask as rows_done, the SGD update as residual = W with
-// alpha = -lr). RLX_GEMM=blas (or no AVX2/FMA) runs sgemm and the epilogue afterwards.
+// gemm_f32 (bias, ReLU as GemmAct::Relu, the mask as GemmEpi::mask, the SGD update as residual = W
+// with alpha = -lr). RLX_GEMM=blas (or no AVX2/FMA) runs sgemm and the epilogue afterwards.
 void train_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, const TrainEpi& te) {
   if (M <= 0 || N <= 0) return;
@@ -117,13 +120,17 @@ void train_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
   e.residual = te.sgd_w;
   e.ldr = N;
   e.act = te.relu ? GemmAct::Relu : GemmAct::None;
+  // [issue 6 cpugemm] the mask is applied on each tile in registers (GemmEpi::mask), not as a pass
+  // over finished rows.
+  e.mask = te.mask;
+  e.ldm = N;
+  e.colsum = tb ? nullptr : te.colsum;  // [issue 6 biasgrad] taken while B is packed
   MaskCtx mc{te.mask, C, N};
-  if (te.mask) {
-    e.rows_done = &mask_rows;
-    e.ctx = &mc;
-  }
   const float alpha = te.sgd_w ? -te.lr : 1.f;
   if (fast_gemm_available()) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, 0.f, true, &e, alpha);
+  if (te.colsum && !tb)  // rows in order, as the reduce_sum kernel
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) te.colsum[j] = k == 0 ? B[j] : te.colsum[j] + B[k * ldb + j];
   sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, N);
   for (int64_t r = 0; r < M; ++r) {
     float* c = C + r * N;
@@ -136,7 +143,8 @@ void train_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
 }
 
 template <class T, class Acc>
-void dot_general_t(const Node& n, const std::vector<Tensor>& in, Tensor& c) {
+void dot_general_t(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor& c = out[0];
   const Tensor &a = in[0], &b = in[1];
   if constexpr (std::is_same_v<T, float>) {
     // [training] 2-D operands in GEMM layout or its transpose (the backward pass emits x^T.g and
@@ -149,7 +157,7 @@ void dot_general_t(const Node& n, const std::vector<Tensor>& in, Tensor& c) {
       const bool ta = l == 0, tb = r == 1;
       const int64_t M = a.shape()[ta ? 1 : 0], K = a.shape()[l], N = b.shape()[tb ? 0 : 1];
       train_gemm(ta, tb, M, N, K, a.data<float>(), ta ? M : K, b.data<float>(), tb ? K : N, c.data<float>(),
-                 train_epi(n, in));
+                 train_epi(n, in, out));
       return;
     }
   }
@@ -187,11 +195,11 @@ void dot_general_t(const Node& n, const std::vector<Tensor>& in, Tensor& c) {
 
 void dot_general(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   switch (in[0].dtype()) {
-    case DType::f32: return dot_general_t<float, float>(n, in, out[0]);
-    case DType::f64: return dot_general_t<double, double>(n, in, out[0]);
-    case DType::i32: return dot_general_t<int32_t, int64_t>(n, in, out[0]);
-    case DType::i64: return dot_general_t<int64_t, int64_t>(n, in, out[0]);
-    case DType::c64: return dot_general_t<std::complex<float>, std::complex<float>>(n, in, out[0]);
+    case DType::f32: return dot_general_t<float, float>(n, in, out);
+    case DType::f64: return dot_general_t<double, double>(n, in, out);
+    case DType::i32: return dot_general_t<int32_t, int64_t>(n, in, out);
+    case DType::i64: return dot_general_t<int64_t, int64_t>(n, in, out);
+    case DType::c64: return dot_general_t<std::complex<float>, std::complex<float>>(n, in, out);
     default: return generic_kernel(n, in, out);
   }
 }

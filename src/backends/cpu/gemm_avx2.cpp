@@ -5,6 +5,8 @@
 //   accumulators). The epilogue runs on the last K block of each tile, before it leaves registers.
 // With few rows or few 16-column panels (little reuse), A is read in place instead.
 // CPUs without AVX2/FMA run the same loop nest with a portable micro-kernel.
+// [issue 6 cpugemm] gemm_f32 with N <= 12 (a classifier layer) takes the narrow kernels instead
+// (gemm_narrow.cpp); the ReLU-backward mask is an in-register epilogue (GemmEpi::mask).
 #include "backends/cpu/gemm_avx2.h"
 
 #include <algorithm>
@@ -14,15 +16,14 @@
 #include <new>
 #include <string>
 
+#include "backends/cpu/gemm_avx2_internal.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/simd_avx2.h"
 #include "backends/cpu/vmath.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define RLX_GEMM_X86 1
-#endif
-
 namespace rlx::cpu {
+
+using namespace gemm_detail;
 
 namespace {
 
@@ -31,11 +32,45 @@ constexpr int64_t kMr = 6, kNr = kGemmNr;
 // fewer micro-kernel calls; the kc x 16 B micro-panel (<= 48 KiB) streams from L2 at 2 loads per 12 FMAs.
 constexpr int64_t kKc = 768;
 constexpr int64_t kMc = 72;  // rows per packed A block: 72 x 768 floats = 216 KiB (L2 is 512 KiB)
-// Below this, a GEMM runs on one thread (fork/join costs more than it saves).
-constexpr double kParMinFlops = 2e6;
 // Rows are split over threads when there are at least this many 6-row micro rows per thread; the
 // self-scheduled row blocks are then at least half of it.
 constexpr int64_t kRowChunkMin = 8;
+
+#if defined(RLX_GEMM_X86)
+// [issue 6 biasgrad] column_sums for 0 < N <= 16 (the classifier's dlogits): two (masked) ymm lanes
+// per row, each lane still adds its column's rows in order.
+__attribute__((target("avx2,fma"))) void column_sums_narrow_avx2(const float* B, int64_t ldb, int64_t K, int64_t N,
+                                                                  float* colsum) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(N, 8))), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::max<int64_t>(N - 8, 0))), lane);
+  __m256 s0 = _mm256_maskload_ps(B, m0), s1 = _mm256_maskload_ps(B + 8, m1);
+  for (int64_t k = 1; k < K; ++k) {
+    s0 = _mm256_add_ps(s0, _mm256_maskload_ps(B + k * ldb, m0));
+    s1 = _mm256_add_ps(s1, _mm256_maskload_ps(B + k * ldb + 8, m1));
+  }
+  _mm256_maskstore_ps(colsum, m0, s0);
+  _mm256_maskstore_ps(colsum + 8, m1, s1);
+}
+#endif
+
+}  // namespace
+
+namespace gemm_detail {
+
+// [issue 6 biasgrad] colsum[j] = B[0][j] + B[1][j] + ... (rows in order) for j in [0, N), B [K, N].
+void column_sums(const float* B, int64_t ldb, int64_t K, int64_t N, float* colsum) {
+  if (K <= 0) {
+    std::fill(colsum, colsum + N, 0.f);
+    return;
+  }
+#if defined(RLX_GEMM_X86)
+  if (N <= 16 && __builtin_cpu_supports("avx2")) return column_sums_narrow_avx2(B, ldb, K, N, colsum);
+#endif
+  std::memcpy(colsum, B, static_cast<size_t>(N) * sizeof(float));
+  for (int64_t k = 1; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) colsum[j] += B[k * ldb + j];
+}
 
 RLX_SIMD void apply_act(float* y, int64_t n, GemmAct act) {
   switch (act) {
@@ -55,11 +90,15 @@ RLX_SIMD void apply_act(float* y, int64_t n, GemmAct act) {
   }
 }
 
+}  // namespace gemm_detail
+
+namespace {
+
 // Finishes a tile held in tmp[MR][16]: C (+= when acc) tmp + bias + residual, activation. Used by
 // the portable kernel and for partial tiles (nr < 16).
 template <int MR>
 void store_tile(const float (*tmp)[kNr], float* C, int64_t ldc, int nr, bool acc, const GemmEpi* epi, int64_t col,
-                const float* res, int64_t ldr) {
+                const float* res, int64_t ldr, const float* msk) {
   for (int r = 0; r < MR; ++r) {
     float* c = C + r * ldc;
     for (int j = 0; j < nr; ++j) {
@@ -69,6 +108,8 @@ void store_tile(const float (*tmp)[kNr], float* C, int64_t ldc, int nr, bool acc
       c[j] = v;
     }
     if (epi && epi->act != GemmAct::None) apply_act(c, nr, epi->act);
+    if (msk)
+      for (int j = 0; j < nr; ++j) c[j] = msk[r * epi->ldm + j] > 0.f ? c[j] : 0.f;
   }
 }
 
@@ -76,37 +117,20 @@ void store_tile(const float (*tmp)[kNr], float* C, int64_t ldc, int nr, bool acc
 // lda = 6; a transposed A read in place has its own row stride); without PA at A[r * lda + k].
 template <int MR, bool PA>
 void ukernel_portable(int64_t kc, const float* A, int64_t lda, const float* B, float* C, int64_t ldc, int nr, bool acc,
-                      const GemmEpi* epi, int64_t col, const float* res, int64_t ldr) {
+                      const GemmEpi* epi, int64_t col, const float* res, int64_t ldr, const float* msk) {
   float t[MR][kNr] = {};
   for (int64_t k = 0; k < kc; ++k)
     for (int r = 0; r < MR; ++r) {
       float a = PA ? A[k * lda + r] : A[r * lda + k];
       for (int j = 0; j < kNr; ++j) t[r][j] += a * B[k * kNr + j];
     }
-  store_tile<MR>(t, C, ldc, nr, acc, epi, col, res, ldr);
+  store_tile<MR>(t, C, ldc, nr, acc, epi, col, res, ldr, msk);
 }
 
 #if defined(RLX_GEMM_X86)
-// exp and erf-GELU on 8 lanes, the same formulas as vm::exp / vm::erf (vmath.h), so the GELU
-// epilogue runs on the tile in registers.
-__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
-  const __m256 in = x;
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
-  __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.f));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(126)), 23);
-  __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(2.f));
-  res = _mm256_blendv_ps(res, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(in, _mm256_set1_ps(88.72283f), _CMP_GT_OQ));
-  return _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(in, _mm256_set1_ps(-103.97208f), _CMP_LT_OQ));
-}
+// erf-GELU on 8 lanes, the same formula as vm::erf (vmath.h), with the shared 8-lane exp
+// (simd_avx2.h), so the GELU epilogue runs on the tile in registers.
+using simd::exp8;
 
 __attribute__((target("avx2,fma"))) inline __m256 gelu8(__m256 v) {
   const __m256 x = _mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f));  // erf argument
@@ -133,6 +157,51 @@ __attribute__((target("avx2,fma"))) inline __m256 gelu8(__m256 v) {
   return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.f), erf));
 }
 
+// [issue 6 cpugemm] The epilogue of one 16-wide row of a finished tile, in registers: + C (acc), bias,
+// residual, GELU or ReLU (NaN kept), mask (mask > 0 ? v : 0, a NaN mask gives 0). Without `e`, a
+// plain store.
+struct RowEpi {
+  bool acc;
+  __m256 bb0, bb1;
+  bool bias, gelu, relu;
+  const float* res;
+  int64_t ldr;
+  const float* msk;
+  int64_t ldm;
+};
+__attribute__((target("avx2,fma"), always_inline)) inline void finish_row(float* c, __m256 v0, __m256 v1,
+                                                                          const RowEpi* e = nullptr, int r = 0) {
+  if (e) {
+    const __m256 zero = _mm256_setzero_ps();
+    if (e->acc) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+    }
+    if (e->bias) {
+      v0 = _mm256_add_ps(v0, e->bb0);
+      v1 = _mm256_add_ps(v1, e->bb1);
+    }
+    if (e->res) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(e->res + r * e->ldr));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(e->res + r * e->ldr + 8));
+    }
+    if (e->gelu) {
+      v0 = gelu8(v0);
+      v1 = gelu8(v1);
+    }
+    if (e->relu) {  // max(v, 0) keeping NaN: v < 0 ? 0 : v
+      v0 = _mm256_andnot_ps(_mm256_cmp_ps(v0, zero, _CMP_LT_OQ), v0);
+      v1 = _mm256_andnot_ps(_mm256_cmp_ps(v1, zero, _CMP_LT_OQ), v1);
+    }
+    if (e->msk) {
+      v0 = _mm256_and_ps(v0, _mm256_cmp_ps(_mm256_loadu_ps(e->msk + r * e->ldm), zero, _CMP_GT_OQ));
+      v1 = _mm256_and_ps(v1, _mm256_cmp_ps(_mm256_loadu_ps(e->msk + r * e->ldm + 8), zero, _CMP_GT_OQ));
+    }
+  }
+  _mm256_storeu_ps(c, v0);
+  _mm256_storeu_ps(c + 8, v1);
+}
+
 // Accumulators are named variables (not arrays) so GCC keeps all 12 in ymm registers.
 #define RLX_ROW(r)                                                                      \
   if constexpr (MR > r) {                                                               \
@@ -143,7 +212,7 @@ __attribute__((target("avx2,fma"))) inline __m256 gelu8(__m256 v) {
 template <int MR, bool PA>
 __attribute__((target("avx2,fma"))) void ukernel_avx2(int64_t kc, const float* A, int64_t lda, const float* B,
                                                       float* C, int64_t ldc, int nr, bool acc, const GemmEpi* epi,
-                                                      int64_t col, const float* res, int64_t ldr) {
+                                                      int64_t col, const float* res, int64_t ldr, const float* msk) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int r = 0; r < MR; ++r) {  // the tile's C lines arrive while the k loop runs
@@ -154,42 +223,38 @@ __attribute__((target("avx2,fma"))) void ukernel_avx2(int64_t kc, const float* A
     __m256 b0 = _mm256_loadu_ps(B + k * kNr), b1 = _mm256_loadu_ps(B + k * kNr + 8);
     RLX_ROW(0) RLX_ROW(1) RLX_ROW(2) RLX_ROW(3) RLX_ROW(4) RLX_ROW(5)
   }
-  __m256 c0[6] = {c00, c10, c20, c30, c40, c50}, c1[6] = {c01, c11, c21, c31, c41, c51};
   if (nr < kNr) {
+    __m256 c0[6] = {c00, c10, c20, c30, c40, c50}, c1[6] = {c01, c11, c21, c31, c41, c51};
     alignas(32) float t[MR][kNr];
     for (int r = 0; r < MR; ++r) {
       _mm256_store_ps(t[r], c0[r]);
       _mm256_store_ps(t[r] + 8, c1[r]);
     }
-    return store_tile<MR>(t, C, ldc, nr, acc, epi, col, res, ldr);
+    return store_tile<MR>(t, C, ldc, nr, acc, epi, col, res, ldr, msk);
   }
   const float* bias = epi && epi->bias ? epi->bias + col : nullptr;
   const bool gelu = epi && epi->act == GemmAct::Gelu;
-  __m256 bb0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-  __m256 bb1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-  for (int r = 0; r < MR; ++r) {
-    float* c = C + r * ldc;
-    __m256 v0 = c0[r], v1 = c1[r];
-    if (acc) {
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
-    }
-    if (bias) {
-      v0 = _mm256_add_ps(v0, bb0);
-      v1 = _mm256_add_ps(v1, bb1);
-    }
-    if (res) {
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res + r * ldr));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + r * ldr + 8));
-    }
-    if (gelu) {
-      v0 = gelu8(v0);
-      v1 = gelu8(v1);
-    }
-    _mm256_storeu_ps(c, v0);
-    _mm256_storeu_ps(c + 8, v1);
+  const bool relu = epi && epi->act == GemmAct::Relu;  // [issue 6 cpugemm] in registers
+  // [issue 6 cpugemm] Each row leaves straight from its named accumulators (no array, which made GCC
+  // spill all 12 to the stack first: 10% of a K = 10 tile's time); with no epilogue a plain store.
+  if (!acc && !epi) {
+    finish_row(C, c00, c01);
+    if constexpr (MR > 1) finish_row(C + ldc, c10, c11);
+    if constexpr (MR > 2) finish_row(C + 2 * ldc, c20, c21);
+    if constexpr (MR > 3) finish_row(C + 3 * ldc, c30, c31);
+    if constexpr (MR > 4) finish_row(C + 4 * ldc, c40, c41);
+    if constexpr (MR > 5) finish_row(C + 5 * ldc, c50, c51);
+    return;
   }
-  if (epi && epi->act != GemmAct::None && !gelu)
+  RowEpi re{acc, bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps(), bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps(),
+            bias != nullptr, gelu, relu, res, ldr, msk, epi ? epi->ldm : 0};
+  finish_row(C, c00, c01, &re, 0);
+  if constexpr (MR > 1) finish_row(C + ldc, c10, c11, &re, 1);
+  if constexpr (MR > 2) finish_row(C + 2 * ldc, c20, c21, &re, 2);
+  if constexpr (MR > 3) finish_row(C + 3 * ldc, c30, c31, &re, 3);
+  if constexpr (MR > 4) finish_row(C + 4 * ldc, c40, c41, &re, 4);
+  if constexpr (MR > 5) finish_row(C + 5 * ldc, c50, c51, &re, 5);
+  if (epi && epi->act != GemmAct::None && !gelu && !relu)
     for (int r = 0; r < MR; ++r) apply_act(C + r * ldc, kNr, epi->act);
 }
 #undef RLX_ROW
@@ -218,6 +283,24 @@ __attribute__((target("avx2,fma"))) void pack_a_panel6_avx(const float* A, int64
 }
 
 // 8 x 8 transpose: rows s[i * ls], 8 floats each, to d[j * ld] (used to pack a transposed B).
+// [issue 6 biasgrad] One full 16-column panel of B [K, 16] (row stride ldb) copied to d (stride 16) while
+// its column sums are kept in two registers: cs[j] = B[0][j] + B[1][j] + ... (rows in order).
+__attribute__((target("avx2,fma"))) void pack_panel_colsum_avx2(const float* B, int64_t ldb, int64_t K, float* d,
+                                                                 float* cs) {
+  __m256 s0 = _mm256_loadu_ps(B), s1 = _mm256_loadu_ps(B + 8);
+  _mm256_storeu_ps(d, s0);
+  _mm256_storeu_ps(d + 8, s1);
+  for (int64_t k = 1; k < K; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
+    _mm256_storeu_ps(d + k * kNr, b0);
+    _mm256_storeu_ps(d + k * kNr + 8, b1);
+    s0 = _mm256_add_ps(s0, b0);
+    s1 = _mm256_add_ps(s1, b1);
+  }
+  _mm256_storeu_ps(cs, s0);
+  _mm256_storeu_ps(cs + 8, s1);
+}
+
 __attribute__((target("avx2,fma"))) inline void transpose8(const float* s, int64_t ls, float* d, int64_t ld) {
   __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
   __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
@@ -241,7 +324,7 @@ __attribute__((target("avx2,fma"))) inline void transpose8(const float* s, int64
 #endif
 
 using Ukernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int, bool, const GemmEpi*,
-                         int64_t, const float*, int64_t);
+                         int64_t, const float*, int64_t, const float*);
 
 struct Kernels {
   Ukernel k[2][kMr + 1] = {};  // [A packed][rows]
@@ -332,8 +415,9 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; j += kNr) {
         const float* res = epi && epi->residual ? epi->residual + i * epi->ldr + j : nullptr;
+        const float* msk = epi && epi->mask ? epi->mask + i * epi->ldm + j : nullptr;
         store_tile<1>(&zero, C + i * ldc + j, ldc, static_cast<int>(std::min(kNr, N - j)), accumulate, epi, j, res,
-                      epi ? epi->ldr : 0);
+                      epi ? epi->ldr : 0, msk);
       }
     if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
     return;
@@ -358,9 +442,10 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
           const int64_t row = ic + i;
           const int mr = static_cast<int>(std::min(kMr, mb - i));
           const float* res = e && e->residual ? e->residual + row * e->ldr + j : nullptr;
+          const float* msk = e && e->mask ? e->mask + row * e->ldm + j : nullptr;
           const float* ap = pack ? abuf + i * kb : trans_a ? A + pc * lda + row : A + row * lda + pc;
           ks.k[pack || trans_a][mr](kb, ap, pack ? kMr : lda, bp, C + row * ldc + j, ldc, nr, acc, e, j, res,
-                                    e ? e->ldr : 0);
+                                    e ? e->ldr : 0, msk);
         }
       }
     }
@@ -368,9 +453,12 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
   }
 }
 
+
 // Packs panels [p0, p1) of op(B) (16 columns each), times alpha, into dst (the whole packed buffer).
+// [issue 6 biasgrad] colsum (only with !trans_b): the panels' column sums of B, rows in order.
 void pack_b_panels(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
-                   float* dst, float alpha = 1.f);
+                   float* dst, float alpha = 1.f, float* colsum = nullptr);
+
 
 // Splits the GEMM over the pool. Bp is packed B, or null: then B/ldb/trans_b are packed into bbuf,
 // either once up front (row split) or panel range by panel range inside each column chunk.
@@ -381,13 +469,16 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
   const int64_t panels = (N + kNr - 1) / kNr;
   const double flops = 2.0 * M * N * K;
   const int64_t micro_rows = (M + kMr - 1) / kMr;
+  float* colsum = epi && !trans_b ? epi->colsum : nullptr;  // [issue 6 biasgrad]
   auto pack_all = [&](bool par) {
     if (Bp) return;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(K * kNr, 1));
     if (par && K * N >= (int64_t(1) << 16))  // a small B is packed faster than a fork/join
-      parallel_for(panels, grain, [&](int64_t p0, int64_t p1) { pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha); });
+      parallel_for(panels, grain, [&](int64_t p0, int64_t p1) {
+        pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha, colsum);
+      });
     else
-      pack_b_panels(trans_b, B, ldb, K, N, 0, panels, bbuf, alpha);
+      pack_b_panels(trans_b, B, ldb, K, N, 0, panels, bbuf, alpha, colsum);
     Bp = bbuf;
   };
   if (nt == 1 || flops < kParMinFlops) {
@@ -419,6 +510,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
         if (epi) {
           e = *epi;
           if (e.residual) e.residual += r0 * e.ldr;
+          if (e.mask) e.mask += r0 * e.ldm;
           e.row_base += r0;
         }
         gemm_serial(r1 - r0, N, K, trans_a ? A + r0 : A + r0 * lda, lda, trans_a, Bp, C + r0 * ldc, ldc,
@@ -436,7 +528,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
       int64_t j0 = p0 * kNr, j1 = std::min(N, p1 * kNr);
       const float* bp = Bp;
       if (!bp) {
-        pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha);
+        pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha, colsum);
         bp = bbuf;
       }
       GemmEpi e;
@@ -444,6 +536,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
         e = *epi;
         if (e.bias) e.bias += j0;
         if (e.residual) e.residual += j0;
+        if (e.mask) e.mask += j0;
         e.rows_done = nullptr;  // rows are split across threads here: run it once below
       }
       gemm_serial(M, j1 - j0, K, A, lda, trans_a, bp + j0 * K, C + j0, ldc, epi ? &e : nullptr, accumulate);
@@ -453,13 +546,35 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
 }
 
 void pack_b_panels(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
-                   float* dst, float alpha) {
+                   float* dst, float alpha, float* colsum) {
 #if defined(RLX_GEMM_X86)
   const bool avx2 = kernels().avx2;
 #endif
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t j0 = p * kNr, nr = std::min(kNr, N - j0);
     float* d = dst + j0 * K;  // panel p starts at p * K * 16 floats
+#if defined(RLX_GEMM_X86)
+    if (!trans_b && colsum && nr == kNr && K > 0 && avx2) {  // [issue 6 biasgrad] copy + column sums, 2 ymm
+      pack_panel_colsum_avx2(B + j0, ldb, K, d, colsum + j0);
+      continue;
+    }
+#endif
+    if (!trans_b && colsum && nr == kNr && K > 0) {  // [issue 6 biasgrad] copy + column sums in one read
+      float acc[kNr];
+      const float* b0 = B + j0;
+      for (int64_t j = 0; j < kNr; ++j) d[j] = acc[j] = b0[j];
+      for (int64_t k = 1; k < K; ++k) {
+        const float* bk = B + k * ldb + j0;
+        float* dk = d + k * kNr;
+        for (int64_t j = 0; j < kNr; ++j) {
+          dk[j] = bk[j];
+          acc[j] += bk[j];
+        }
+      }
+      std::memcpy(colsum + j0, acc, sizeof(acc));
+      continue;
+    }
+    if (!trans_b && colsum) column_sums(B + j0, ldb, K, nr, colsum + j0);  // a last partial panel
     if (!trans_b) {
       for (int64_t k = 0; k < K; ++k) {
         std::memcpy(d + k * kNr, B + k * ldb + j0, static_cast<size_t>(nr) * sizeof(float));
@@ -522,11 +637,19 @@ void gemm_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
               const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel, const GemmEpi* epi,
               float alpha) {
-  if (M <= 0 || N <= 0) return;
+  if (M <= 0 || N <= 0) {
+    if (N > 0 && epi && epi->colsum && !trans_b) column_sums(B, ldb, K, N, epi->colsum);  // [issue 6 biasgrad]
+    return;
+  }
   if (beta != 0.f && beta != 1.f)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
   float* bbuf = t_bpack.get(static_cast<size_t>(std::max<int64_t>(packed_b_size(K, N), 1)));
+#if defined(RLX_GEMM_X86)
+  // Narrow: always with trans_a; the dot kernel's horizontal sums pay for themselves from K = 256.
+  if (N <= kNarrowN && (trans_a ? K > 0 : K >= 256) && kernels().avx2 && narrow_enabled())
+    return gemm_narrow(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta != 0.f, parallel, epi, alpha, bbuf);
+#endif
   gemm_parallel(M, N, K, A, lda, trans_a, nullptr, B, ldb, trans_b, bbuf, C, ldc, epi, beta != 0.f, parallel, alpha);
 }
 

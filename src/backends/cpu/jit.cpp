@@ -191,6 +191,7 @@ Lib get_lib(const std::string& cxx, const std::string& tu, int nkernels, std::st
     std::string w;
     auto t0 = std::chrono::steady_clock::now();
     if (auto h = open_lib(so, &w)) {
+      cache_touch(so);  // [cleanup: cache cap] a hit: most recently used (RLX_CACHE_MAX_MB eviction)
       ++g_disk;
       loaded[hex] = h;
       char b[64];
@@ -219,8 +220,13 @@ Lib get_lib(const std::string& cxx, const std::string& tu, int nkernels, std::st
     std::ifstream lf(log);
     std::string first;
     std::getline(lf, first);
+    // [fixtests] Keep the source and log where the cache eviction never looks (cpu/failed/ is no
+    // evictable sub-cache), under the key's name: the temporary name would be evicted after an hour.
+    std::string kept = cache_dir("cpu/failed") + "/" + hex + ".cpp";
+    if (std::rename(src.c_str(), kept.c_str()) == 0) std::rename(log.c_str(), (kept + ".log").c_str());
+    else kept = src;
     *why = cxx + (rc < 0 ? " could not run" : " failed (exit " + std::to_string(rc) + ")") +
-           (first.empty() ? "" : ": " + first) + "; source kept in " + src;
+           (first.empty() ? "" : ": " + first) + "; source kept in " + kept + " (compiler output in " + kept + ".log)";
     std::remove(tmp_so.c_str());
     std::fprintf(stderr, "[cpu] JIT compile failed, fused kernels use the evaluator: %s\n", why->c_str());
     return {};
@@ -233,6 +239,7 @@ Lib get_lib(const std::string& cxx, const std::string& tu, int nkernels, std::st
     return {};
   }
   ++g_compiles;
+  cache_inserted(so);  // [cleanup: cache cap] evicts least recently used entries over RLX_CACHE_MAX_MB
   auto h = open_lib(so, why);
   if (!h) return {};
   loaded[hex] = h;
@@ -260,7 +267,7 @@ JitProgram::JitProgram(const LirProgram& p, const std::vector<const Graph*>& bod
   int candidates = 0;
   int64_t elements = 0;
   for (size_t k = 0; k < bodies.size() && k < p.kernels.size(); ++k)
-    if (bodies[k]) {
+    if (bodies[k] && !p.kernels[k].attrs.count("cpu_rows")) {  // [issue 6 losshead] row regions: rows_kernel
       ++candidates;
       for (int o : p.kernels[k].out) elements += numel(p.buffers[o].type.shape);
     }
@@ -290,7 +297,7 @@ JitProgram::JitProgram(const LirProgram& p, const std::vector<const Graph*>& bod
   std::string tu = codegen::cpp_prelude(kVmathText);
   int rendered = 0;
   for (size_t k = 0; k < p.kernels.size() && k < bodies.size(); ++k) {
-    if (!bodies[k]) continue;
+    if (!bodies[k] || p.kernels[k].attrs.count("cpu_rows")) continue;
     const LirKernel& kr = p.kernels[k];
     if (kr.out.size() != 1 || kr.in.size() + 1 > static_cast<size_t>(kMaxArgs)) continue;
     std::vector<ValueType> in;

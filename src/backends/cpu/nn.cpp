@@ -15,6 +15,7 @@
 #include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/simd_avx2.h"
 #include "backends/cpu/vmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -170,43 +171,11 @@ struct AttnArgs {
 // by V (6 rows x 16 output columns in registers). Scores never leave L1.
 constexpr int kStrip = 6;
 
-// e^x for x <= 0 (a score minus its row max) on 8 lanes: vm::exp's range reduction, with the
-// rounding done by the 1.5*2^23 shifter (n + 127 lands in the low mantissa bits, which shifted left
-// by 23 are 2^n). x is clamped at -88, where n = -127 makes that factor +0.0: -inf (a masked key)
-// gives exactly 0, and so does anything below about -87.7 (true value < 1e-38). NaN stays NaN.
-RLX_AVX2 inline __m256 exp_nonpos8(__m256 x) {
-  const __m256 shifter = _mm256_set1_ps(12582912.f + 127.f);
-  x = _mm256_max_ps(_mm256_set1_ps(-88.f), x);  // a NaN x passes through (second operand)
-  const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shifter);
-  const __m256 n = _mm256_sub_ps(t, shifter);  // round(x * log2(e)), in [-127, 0]
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-  // Degree-6 fit of e^r on [-ln2/2, ln2/2] (relative-error weighted least squares at Chebyshev
-  // nodes), 9.7e-8 relative error evaluated in float.
-  __m256 p = _mm256_set1_ps(1.3829427771270275e-3f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.374777622520924e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.16683591902256e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666642129421234e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.9999991059303284e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256 e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
-  return _mm256_mul_ps(p, e);
-}
-
-RLX_AVX2 inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-RLX_AVX2 inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// e^x of a score minus its row max (x <= 0, -inf for a masked key: exactly 0; NaN stays NaN) and the
+// horizontal max/sum: the shared 8-lane helpers of simd_avx2.h [issue 6 cpugemm].
+RLX_AVX2 inline __m256 exp_nonpos8(__m256 x) { return simd::exp8<true>(x); }
+using simd::hmax8;
+using simd::hsum8;
 
 // Accumulators are named variables so GCC keeps all 12 in ymm registers.
 #define RLX_ACC_DECL                                                                   \

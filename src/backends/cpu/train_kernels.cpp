@@ -4,16 +4,26 @@
 // (2) fuse_train_lir, the schedule rewrite that moves bias/ReLU, ReLU's backward mask and the SGD
 // update into the epilogues of the step's GEMMs (run by train_gemm in gemm.cpp). Fused bodies that
 // mix f32 with bool/i32/i64 run on fused.cpp's one typed evaluator.
+// (3) [issue 6 losshead] fuse_rows_lir: row-wise chains around a last-axis reduction (the loss head)
+// become one row kernel (fused.cpp rows_kernel); short-row reductions 8 rows per AVX2 vector.
 #include "backends/cpu/train_kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <string>
 
 #include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
 #include "lir/plan.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define RLX_ROWS_AVX2 1  // [issue 6 losshead] short rows, 8 per vector
+#endif
 
 namespace rlx::cpu {
 
@@ -56,7 +66,9 @@ inline float fold(Red k, float acc, float x) {
   return (x < acc || x != x) ? x : acc;
 }
 
-RLX_SIMD float reduce_row(Red k, const float* x, int64_t n) {
+// One row in the fixed order every f32 reduction here uses: 8 lanes strided by 8, lanes folded in
+// order, then the tail (n < 8: left to right). Inlined into the RLX_SIMD loops below.
+inline __attribute__((always_inline)) float reduce_row(Red k, const float* x, int64_t n) {
   float acc[8];
   int64_t i = 0;
   if (n >= 8) {
@@ -73,11 +85,84 @@ RLX_SIMD float reduce_row(Red k, const float* x, int64_t n) {
   return v;
 }
 
-RLX_SIMD void fold_rows(Red k, const float* x, float* y, int64_t n) {
-  switch (k) {
-    case Red::Sum: for (int64_t i = 0; i < n; ++i) y[i] += x[i]; break;
-    case Red::Max: for (int64_t i = 0; i < n; ++i) y[i] = (x[i] > y[i] || x[i] != x[i]) ? x[i] : y[i]; break;
-    case Red::Min: for (int64_t i = 0; i < n; ++i) y[i] = (x[i] < y[i] || x[i] != x[i]) ? x[i] : y[i]; break;
+#ifdef RLX_ROWS_AVX2
+// [issue 6 losshead] Rows shorter than 16 fold left to right (reduce_row's order for n < 16), so 8
+// rows at a time in the lanes of one vector, one strided gather per column, give the same bits as
+// reduce_row without its branchy scalar max (a mispredicted branch per new maximum on real data).
+__attribute__((target("avx2"))) int64_t reduce_short_rows_avx2(Red k, const float* x, int64_t rows, int64_t n,
+                                                                  float* y) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(n)));
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    const float* p = x + r * n;
+    __m256 acc = _mm256_i32gather_ps(p, idx, 4);
+    for (int64_t j = 1; j < n; ++j) {
+      __m256 v = _mm256_i32gather_ps(p + j, idx, 4);
+      if (k == Red::Sum) {
+        acc = _mm256_add_ps(acc, v);
+      } else {
+        __m256 ext = k == Red::Max ? _mm256_cmp_ps(v, acc, _CMP_GT_OQ) : _mm256_cmp_ps(v, acc, _CMP_LT_OQ);
+        __m256 take = _mm256_or_ps(ext, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        acc = _mm256_blendv_ps(acc, v, take);
+      }
+    }
+    _mm256_storeu_ps(y + r, acc);
+  }
+  return r;
+}
+
+// Arg-reduce of 8 short rows per vector; the sequential scan's rule per lane (the first extreme
+// wins, a NaN wins and stops the scan).
+__attribute__((target("avx2"))) int64_t argreduce_short_rows_avx2(bool max, const float* x, int64_t rows, int64_t n,
+                                                                     int64_t* y) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(n)));
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    const float* p = x + r * n;
+    __m256 b = _mm256_i32gather_ps(p, idx, 4);
+    __m256i best = _mm256_setzero_si256();
+    for (int64_t j = 1; j < n; ++j) {
+      __m256 v = _mm256_i32gather_ps(p + j, idx, 4);
+      __m256 ext = max ? _mm256_cmp_ps(v, b, _CMP_GT_OQ) : _mm256_cmp_ps(v, b, _CMP_LT_OQ);
+      __m256 better = _mm256_or_ps(ext, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      __m256 take = _mm256_and_ps(better, _mm256_cmp_ps(b, b, _CMP_ORD_Q));
+      b = _mm256_blendv_ps(b, v, take);
+      best = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best),
+                                                  _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(j))), take));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + r), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(best)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + r + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(best, 1)));
+  }
+  return r;
+}
+
+bool has_avx2() {
+  static const bool a = __builtin_cpu_supports("avx2");
+  return a;
+}
+#endif
+
+// [issue 6 losshead] all rows in one call: the per-row RLX_SIMD dispatch cost more than a 10-wide row.
+RLX_SIMD void reduce_rows(Red k, const float* x, int64_t rows, int64_t n, float* y) {
+  int64_t r = 0;
+#ifdef RLX_ROWS_AVX2
+  if (n > 1 && n < 16 && rows >= 8 && n * 8 < (int64_t{1} << 31) && has_avx2()) r = reduce_short_rows_avx2(k, x, rows, n, y);
+#endif
+  for (; r < rows; ++r) y[r] = reduce_row(k, x + r * n, n);
+}
+
+// y[c0..c1) = fold over rows 0..R of x[r * I + c] (row order), all rows in one call.
+RLX_SIMD void fold_columns(Red k, const float* x, int64_t R, int64_t I, float* y, int64_t c0, int64_t c1) {
+  const int64_t n = c1 - c0;
+  std::memcpy(y + c0, x + c0, static_cast<size_t>(n) * sizeof(float));
+  for (int64_t rr = 1; rr < R; ++rr) {
+    const float* xr = x + rr * I + c0;
+    float* yy = y + c0;
+    switch (k) {
+      case Red::Sum: for (int64_t i = 0; i < n; ++i) yy[i] += xr[i]; break;
+      case Red::Max: for (int64_t i = 0; i < n; ++i) yy[i] = (xr[i] > yy[i] || xr[i] != xr[i]) ? xr[i] : yy[i]; break;
+      case Red::Min: for (int64_t i = 0; i < n; ++i) yy[i] = (xr[i] < yy[i] || xr[i] != xr[i]) ? xr[i] : yy[i]; break;
+    }
   }
 }
 
@@ -93,20 +178,18 @@ void reduce_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
     // >= 128K elements per chunk: a bias gradient at batch 128 ([128, 512]) is ~10 us of adds, less
     // than waking a second thread costs on a busy machine.
     int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1));
-    parallel_for(O, grain, [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o) Y[o] = reduce_row(k, X + o * R, R);
-    });
+    parallel_for(O, grain, [&](int64_t o0, int64_t o1) { reduce_rows(k, X + o0 * R, o1 - o0, R, Y + o0); });
     return;
   }
   // Inner run contiguous: fold whole rows; split the inner run (columns) across threads.
-  int64_t cgrain = std::max<int64_t>(64, kReduceGrain / std::max<int64_t>(R, 1));
+  // [issue 6 losshead] >= 32K elements (and 16 columns) per chunk: a bias gradient over batch 1024
+  // ([1024, 128] -> [128], 0.5 MB read) now splits over both cores; each column keeps its row order.
+  // Below 100K elements (batch 128's [128, 512]: ~10 us) one thread: less than a wake-up costs.
+  int64_t cgrain = R * I < 100000 ? std::max<int64_t>(I, 1) : std::max<int64_t>(16, 32768 / std::max<int64_t>(R, 1));
   for (int64_t o = 0; o < O; ++o) {
     const float* x = X + o * R * I;
     float* y = Y + o * I;
-    parallel_for(I, cgrain, [&](int64_t c0, int64_t c1) {
-      std::memcpy(y + c0, x + c0, static_cast<size_t>(c1 - c0) * sizeof(float));
-      for (int64_t rr = 1; rr < R; ++rr) fold_rows(k, x + rr * I + c0, y + c0, c1 - c0);
-    });
+    parallel_for(I, cgrain, [&](int64_t c0, int64_t c1) { fold_columns(k, x, R, I, y, c0, c1); });
   }
 }
 
@@ -122,6 +205,7 @@ void arg_reduce_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Te
   bool is_max = n.op == OpKind::ArgMax;
   const float* X = x.data<float>();
   int64_t* Y = out[0].data<int64_t>();
+  if (I == 1) return argreduce_rows_f32(is_max, X, O, R, Y);  // [issue 6 losshead] shared with rows_kernel
   // First extreme wins; a NaN is the extreme (the first NaN wins), like the reference.
   for (int64_t o = 0; o < O; ++o)
     for (int64_t i = 0; i < I; ++i) {
@@ -198,6 +282,31 @@ void broadcast_in_dim(const Node& n, const std::vector<Tensor>& in, std::vector<
 }
 
 }  // namespace
+
+void reduce_rows_f32(int kind, const float* x, int64_t rows, int64_t n, float* y) {
+  reduce_rows(kind == 0 ? Red::Sum : kind == 1 ? Red::Max : Red::Min, x, rows, n, y);
+}
+
+void argreduce_rows_f32(bool max, const float* x, int64_t rows, int64_t n, int64_t* y) {
+  int64_t r0 = 0;
+#ifdef RLX_ROWS_AVX2
+  if (n > 1 && n < 1024 && rows >= 8 && has_avx2()) r0 = argreduce_short_rows_avx2(max, x, rows, n, y);
+#endif
+  // First extreme wins; a NaN is the extreme (the first NaN wins), like the reference.
+  for (int64_t r = r0; r < rows; ++r) {
+    const float* p = x + r * n;
+    int64_t best = 0;
+    float b = p[0];
+    for (int64_t j = 1; j < n && b == b; ++j) {
+      float v = p[j];
+      if (v != v || (max ? v > b : v < b)) {
+        b = v;
+        best = j;
+      }
+    }
+    y[r] = best;
+  }
+}
 
 KernelFn find_train_kernel(OpKind op, DType dt) {
   switch (op) {
@@ -311,10 +420,79 @@ bool absorb(const LirProgram& p, LirKernel& d, const LirKernel& r, int z) {
   return false;
 }
 
+// [issue 6 biasgrad] reduce_sum(dH, axis 0) where dH [K,N] is also the B operand (contracted over its
+// rows) of a 2-D f32 dot_general in the schedule (the weight gradient hᵀ·dH): the GEMM writes the sums
+// as a second output (attr cpu_colsum = its output slot), taken while it packs dH (gemm_f32's
+// GemmEpi::colsum, rows in order: the reduce_sum kernel's bits), and the reduce kernel goes.
+// RLX_CPU_BIASGRAD=0 turns it off. Returns whether it changed anything.
+bool fold_bias_grads(LirProgram& p) {
+  const char* env = std::getenv("RLX_CPU_BIASGRAD");
+  if (env && std::string(env) == "0") return false;
+  const size_t nk = p.kernels.size();
+  auto root = [&](int b) {
+    while (p.buffers[b].kind == BufferKind::View) b = p.buffers[b].view_of;
+    return b;
+  };
+  std::vector<bool> dead(nk, false);
+  bool changed = false;
+  for (size_t r = 0; r < nk; ++r) {
+    const LirKernel& rk = p.kernels[r];
+    if (rk.kind != KernelKind::Library || rk.op != OpKind::ReduceSum || rk.in.size() != 1 || rk.out.size() != 1) continue;
+    const int x = rk.in[0], y = rk.out[0];
+    const LirBuffer &xb = p.buffers[x], &yb = p.buffers[y];
+    if (xb.type.dtype != DType::f32 || yb.type.dtype != DType::f32 || xb.type.shape.size() != 2) continue;
+    if (!xb.type.shape[0].is_static() || !xb.type.shape[1].is_static()) continue;
+    if (yb.kind == BufferKind::View || yb.kind == BufferKind::Const) continue;
+    const Node rn{rk.op, {}, {}, rk.attrs, ""};
+    const auto& ax = attr_ints(rn, "axes");
+    if (ax.size() != 1 || !(ax[0] == 0 || ax[0] == -2)) continue;
+    const int64_t K = xb.type.shape[0].v, N = xb.type.shape[1].v;
+    const Shape& ys = yb.type.shape;
+    if (K < 1 || !(ys == Shape{Dim(N)} || ys == Shape{Dim(1), Dim(N)})) continue;
+    // The GEMM: reads x as its B operand, contracted over dim 0 (op(B) = B, not transposed).
+    int d = -1;
+    for (size_t j = 0; j < nk && d < 0; ++j) {
+      const LirKernel& g = p.kernels[j];
+      if (dead[j] || g.kind != KernelKind::Library || g.op != OpKind::DotGeneral || g.in.size() < 2 || g.in[1] != x ||
+          g.attrs.count("cpu_colsum"))
+        continue;
+      if (p.buffers[g.in[0]].type.dtype != DType::f32 || p.buffers[g.in[0]].type.shape.size() != 2) continue;
+      if (p.buffers[g.out[0]].type.dtype != DType::f32 || p.buffers[g.out[0]].type.shape.size() != 2) continue;
+      Node n{g.op, {}, {}, g.attrs, ""};
+      const auto &lc = attr_ints(n, "lhs_contract"), &rc = attr_ints(n, "rhs_contract");
+      if (!attr_ints(n, "lhs_batch").empty() || !attr_ints(n, "rhs_batch").empty() || lc.size() != 1 || rc.size() != 1)
+        continue;
+      if (!(rc[0] == 0 || rc[0] == -2)) continue;
+      d = static_cast<int>(j);
+    }
+    if (d < 0) continue;
+    // The sums now appear when the GEMM runs: nothing between the reduce and a later GEMM may read them.
+    bool ok = true;
+    for (size_t j = r + 1; j < static_cast<size_t>(d) && ok; ++j)
+      for (int b : p.kernels[j].in) ok &= root(b) != y;
+    if (!ok) continue;
+    LirKernel& g = p.kernels[static_cast<size_t>(d)];
+    g.attrs["cpu_colsum"] = static_cast<int64_t>(g.out.size());
+    g.out.push_back(y);
+    std::string epi;  // (built with +=: GCC 12 warns -Wrestrict on string + literal here)
+    if (g.attrs.count("cpu_epi")) {
+      epi = attr_str(Node{g.op, {}, {}, g.attrs, ""}, "cpu_epi");
+      epi += '+';
+    }
+    epi += "colsum";
+    g.attrs["cpu_epi"] = epi;
+    g.origin += " +colsum";
+    dead[r] = true;
+    changed = true;
+  }
+  if (changed) erase_kernels(p, dead);
+  return changed;
+}
+
 }  // namespace
 
 void fuse_train_lir(LirProgram& p) {
-  if (!fast_gemm_available()) return;
+  if (!fast_gemm_available()) return fuse_rows_lir(p);  // [issue 6 losshead]
   const size_t nb = p.buffers.size();
   std::vector<std::vector<int>> readers(nb);
   std::vector<int> views(nb, 0);
@@ -343,6 +521,191 @@ void fuse_train_lir(LirProgram& p) {
     d.out = {r.out[0]};
     d.origin += " +" + attr_str(Node{d.op, {}, {}, d.attrs, ""}, "cpu_epi");
     dead[rk] = true;
+    changed = true;
+  }
+  if (changed) erase_kernels(p, dead);
+  changed |= fold_bias_grads(p);  // [issue 6 biasgrad]
+  if (changed) plan_memory(p);
+  fuse_rows_lir(p);  // [issue 6 losshead]
+}
+
+// ---------------------------------------------------------------------------------------------
+// [issue 6 losshead] Row regions (fuse_rows_lir): see train_kernels.h.
+
+namespace {
+
+enum class PK { Full, Row, Col, Scalar, None };
+
+PK pkind(const Shape& s, int64_t R, int64_t C) {
+  int64_t n = 1;
+  for (auto& d : s) n *= d.v;
+  if (n == 1) return PK::Scalar;
+  if (s.size() == 2 && s[0].v == R && s[1].v == C) return PK::Full;
+  if ((s.size() == 1 && s[0].v == R) || (s.size() == 2 && s[0].v == R && s[1].v == 1)) return PK::Row;
+  if ((s.size() == 1 && s[0].v == C) || (s.size() == 2 && s[0].v == 1 && s[1].v == C)) return PK::Col;
+  return PK::None;
+}
+
+bool last_axis_reduce(const LirProgram& p, const LirKernel& k) {
+  if (k.kind != KernelKind::Library || k.in.size() != 1 || k.out.size() != 1) return false;
+  if (p.buffers[k.in[0]].type.shape.size() != 2 || p.buffers[k.in[0]].type.dtype != DType::f32) return false;
+  Node n{k.op, {}, {}, k.attrs, ""};
+  switch (k.op) {
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin: {
+      const auto& ax = attr_ints(n, "axes");
+      return ax.size() == 1 && (ax[0] == 1 || ax[0] == -1);
+    }
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: {
+      int64_t ax = attr_int(n, "axis");
+      return ax == 1 || ax == -1;
+    }
+    default: return false;
+  }
+}
+
+// A kernel that can join a region over [R, C] (the body check, rows_plan_ok, comes last).
+bool row_member(const LirProgram& p, const LirKernel& k, int64_t R, int64_t C) {
+  if (k.out.size() != 1 || k.attrs.count("cpu_epi") || k.attrs.count("cpu_rows")) return false;
+  PK y = pkind(p.buffers[k.out[0]].type.shape, R, C);
+  if (y != PK::Full && y != PK::Row) return false;
+  for (int b : k.in)
+    if (pkind(p.buffers[b].type.shape, R, C) == PK::None) return false;
+  if (k.kind == KernelKind::Generated) {
+    if (k.body.outputs.size() != 1) return false;
+    for (auto& n : k.body.nodes)
+      if (!is_elementwise(n.op)) return false;
+    return true;
+  }
+  if (last_axis_reduce(p, k)) return pkind(p.buffers[k.in[0]].type.shape, R, C) == PK::Full;
+  return k.op == OpKind::BroadcastInDim || k.op == OpKind::Reshape || is_elementwise(k.op);
+}
+
+}  // namespace
+
+void fuse_rows_lir(LirProgram& p) {
+  const char* e = std::getenv("RLX_CPU_ROWS");
+  if (e && std::string(e) == "0") return;
+  const size_t nb = p.buffers.size(), nk = p.kernels.size();
+  auto root = [&](int b) {
+    while (p.buffers[b].kind == BufferKind::View) b = p.buffers[b].view_of;
+    return b;
+  };
+  std::vector<int> prod(nb, -1);
+  for (size_t k = 0; k < nk; ++k)
+    for (int b : p.kernels[k].out) prod[b] = static_cast<int>(k);
+  std::vector<bool> dead(nk, false), in_region(nk, false);
+  bool changed = false;
+  for (size_t s = 0; s < nk; ++s) {
+    if (dead[s] || in_region[s] || !last_axis_reduce(p, p.kernels[s])) continue;
+    const Shape& xs = p.buffers[p.kernels[s].in[0]].type.shape;
+    const int64_t R = xs[0].v, C = xs[1].v;
+    if (R < 2 || R == C || !row_member(p, p.kernels[s], R, C)) continue;
+    // The region runs where s runs. Grow forward: a later kernel joins when it reads only buffers made
+    // before s or by members; kernels skipped in between keep their order after it.
+    std::vector<bool> mem(nk, false);
+    std::vector<size_t> members{s};
+    mem[s] = true;
+    // Back: a row kernel before s joins when nothing between it and s but members reads its result
+    // (e.g. a bias add, or a residual sum before a LayerNorm-style row); it then runs at s.
+    for (size_t j = s; j-- > 0 && j + 64 > s;) {
+      if (dead[j] || in_region[j] || !row_member(p, p.kernels[j], R, C)) continue;
+      const int ob = p.kernels[j].out[0];
+      bool ok = p.buffers[ob].kind != BufferKind::Output;
+      for (size_t q = j + 1; q < s && ok; ++q)
+        if (!mem[q])
+          for (int b : p.kernels[q].in) ok &= root(b) != ob;
+      if (!ok) continue;
+      mem[j] = true;
+      members.insert(members.begin(), j);
+    }
+    for (size_t j = s + 1; j < nk && j < s + 256; ++j) {
+      if (dead[j] || in_region[j] || !row_member(p, p.kernels[j], R, C)) continue;
+      bool ok = true;
+      for (int b : p.kernels[j].in) {
+        int pb = prod[root(b)];
+        ok &= pb < static_cast<int>(s) || mem[static_cast<size_t>(pb)];
+      }
+      if (!ok) continue;
+      mem[j] = true;
+      members.push_back(j);
+    }
+    if (members.size() < 2) continue;
+    // The body: external buffers become inputs, views of member outputs become reshapes.
+    Graph body;
+    std::vector<int> ext;
+    std::vector<ValueId> val(nb, -1);
+    std::function<ValueId(int)> get = [&](int b) -> ValueId {
+      if (val[b] >= 0) return val[b];
+      const LirBuffer& lb = p.buffers[b];
+      int pb = prod[root(b)];
+      if (lb.kind == BufferKind::View && pb >= 0 && mem[static_cast<size_t>(pb)]) {
+        ValueId src = get(lb.view_of);
+        return val[b] = body.add_node(OpKind::Reshape, {src}, {{"shape", lb.type.shape}})[0];
+      }
+      ext.push_back(b);
+      std::string name = "x";  // (not "x" + to_string: GCC 12 warns -Wrestrict on that)
+      name += std::to_string(ext.size() - 1);
+      return val[b] = body.add_input(name, lb.type.dtype, lb.type.shape);
+    };
+    bool built = true;
+    try {
+      for (size_t m : members) {
+        const LirKernel& k = p.kernels[m];
+        std::vector<ValueId> args;
+        for (int b : k.in) args.push_back(get(b));
+        if (k.kind == KernelKind::Library) {
+          val[k.out[0]] = body.add_node(k.op, args, k.attrs, k.origin)[0];
+          continue;
+        }
+        std::vector<ValueId> map(k.body.values.size(), -1);
+        for (size_t i = 0; i < k.body.inputs.size(); ++i) map[k.body.inputs[i]] = args[i];
+        for (const Node& n : k.body.nodes) {
+          std::vector<ValueId> a;
+          for (ValueId v : n.inputs) a.push_back(map[v]);
+          map[n.outputs[0]] = body.add_node(n.op, a, n.attrs, n.name)[0];
+        }
+        val[k.out[0]] = map[k.body.outputs[0]];
+      }
+    } catch (const std::exception&) {
+      built = false;  // a shape rule disagreed with the buffers: leave the kernels as they are
+    }
+    if (!built) continue;
+    // Outputs: member results read after the region (directly or through a view) or returned.
+    std::vector<int> outs;
+    for (size_t m : members) {
+      int ob = p.kernels[m].out[0];
+      bool needed = p.buffers[ob].kind == BufferKind::Output;
+      for (size_t j = 0; j < nk && !needed; ++j) {
+        if (mem[j] || dead[j]) continue;
+        for (int b : p.kernels[j].in) needed |= root(b) == ob;
+      }
+      for (int o : p.outputs) needed |= root(o) == ob;
+      if (!needed) continue;
+      if (body.type(val[ob]).shape != p.buffers[ob].type.shape) {
+        built = false;
+        break;
+      }
+      outs.push_back(ob);
+      body.outputs.push_back(val[ob]);
+    }
+    if (!built || outs.empty() || !rows_plan_ok(body, R, C)) continue;
+    LirKernel nkr;
+    nkr.kind = KernelKind::Generated;
+    nkr.body = std::move(body);
+    nkr.in = ext;
+    nkr.out = outs;
+    nkr.attrs["cpu_rows"] = R;
+    nkr.attrs["cpu_cols"] = C;
+    nkr.origin = "rows";
+    for (size_t m : members) {
+      in_region[m] = true;
+      if (m != s) dead[m] = true;
+    }
+    for (int o : outs) prod[o] = static_cast<int>(s);
+    p.kernels[s] = std::move(nkr);
     changed = true;
   }
   if (!changed) return;

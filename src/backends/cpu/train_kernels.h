@@ -17,7 +17,29 @@ KernelFn find_train_kernel(OpKind op, DType dt);
 // a 2-D f32 dot_general whose only reader is the next elementwise step takes that step into its
 // GEMM epilogue (gemm.cpp, train_gemm): bias add (+ ReLU) after X·W, ReLU's backward mask
 // select(h > 0, dH·Wᵀ, 0), and the plain SGD update W - lr·(Xᵀ·dH) written straight into the
-// new weight. Re-plans memory when it changed anything. RLX_CPU_FUSE=0 turns it off (with the rest).
+// new weight. [issue 6 biasgrad] Then a bias gradient reduce_sum(dH, axis 0) whose dH is also the B
+// operand of a GEMM contracted over dH's rows (dW = hᵀ·dH) becomes that GEMM's second output (attr
+// cpu_colsum; gemm_f32 sums while packing B, bitwise the reduce kernel's order; RLX_CPU_BIASGRAD=0 off).
+// Re-plans memory when it changed anything. RLX_CPU_FUSE=0 turns it off (with the rest).
 void fuse_train_lir(LirProgram& p);
+
+// [issue 6 losshead] Row-fused kernels. fuse_rows_lir (run by fuse_train_lir; RLX_CPU_ROWS=0 turns it
+// off) gathers the row-wise kernels over one [R, C] shape that follow a reduction over the last axis
+// (softmax, log-softmax, cross-entropy and its backward, argmax accuracy, LayerNorm-style rows) into one
+// generated kernel with attrs cpu_rows = R, cpu_cols = C and a multi-output body of reduce_* / argmax /
+// broadcast_in_dim / reshape / elementwise nodes. rows_kernel runs such a body over blocks of whole rows
+// (rows split over the pool), intermediates in per-thread scratch; elementwise math is fused.cpp's
+// evaluator loops and reductions are reduce_rows_f32 / argreduce_rows_f32 below, so results are bitwise
+// those of the unfused kernels on the evaluator (the JIT's exp/tanh differ by <= 2 ulp). An earlier row
+// kernel whose result only members read joins too (the region runs where the seed ran).
+// rows_plan_ok says whether rows_kernel covers a body.
+void fuse_rows_lir(LirProgram& p);
+bool rows_plan_ok(const Graph& body, int64_t R, int64_t C);
+void rows_kernel(const Graph& body, int64_t R, int64_t C, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+// y[r] = reduction (0 sum, 1 max, 2 min; NaN propagates) of row r of x[rows, n], in the fixed order the
+// reduce_sum/max/min kernels use (8 lanes, then the tail), so every caller gets the same bits.
+void reduce_rows_f32(int kind, const float* x, int64_t rows, int64_t n, float* y);
+// y[r] = index of the first maximum (max) / minimum of row r; the first NaN wins.
+void argreduce_rows_f32(bool max, const float* x, int64_t rows, int64_t n, int64_t* y);
 
 }  // namespace rlx::cpu

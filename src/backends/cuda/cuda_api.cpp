@@ -84,6 +84,11 @@ Loaded load() {
     L.error = "driver " + found + " lacks " + miss;
     return L;
   }
+  {  // optional entry points
+    std::string opt;
+    sym(cu, a.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", &opt);
+    sym(cu, a.cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", &opt);
+  }
   CUresult r = a.cuInit(0);
   if (r != 0) {
     const char* s = nullptr;
@@ -105,6 +110,7 @@ Loaded load() {
   a.cuDeviceGetAttribute(&a.sm_count, kAttrSmCount, a.dev);
   a.cuDeviceGetAttribute(&a.cc_major, kAttrCcMajor, a.dev);
   a.cuDeviceGetAttribute(&a.cc_minor, kAttrCcMinor, a.dev);
+  a.cuDeviceGetAttribute(&a.cooperative_launch, kAttrCooperativeLaunch, a.dev);
   a.cuDeviceTotalMem(&a.total_mem, a.dev);
 
   static const char* const nvrtc_v[] = {".so.13", ".so.12", ".so", nullptr};

@@ -37,7 +37,7 @@ struct cublasLtMatmulHeuristicResult_t {
 };
 
 // Enum values (cuda.h, cublasLt.h, cublas_api.h, library_types.h).
-constexpr int kAttrSmCount = 16, kAttrCcMajor = 75, kAttrCcMinor = 76;
+constexpr int kAttrSmCount = 16, kAttrCcMajor = 75, kAttrCcMinor = 76, kAttrCooperativeLaunch = 95;
 constexpr int kFuncAttrMaxDynSmem = 8;
 constexpr int kCaptureModeThreadLocal = 1;
 constexpr int kCudaR32F = 0, kCudaR64F = 1, kCudaR16F = 2, kCudaR16BF = 14;
@@ -88,6 +88,11 @@ struct Api {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
+  // Optional (nullptr when the driver lacks them): persistent launches check co-residency with the
+  // first and launch with the second (which fails instead of running blocks that are not resident).
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
+  CUresult (*cuLaunchCooperativeKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, CUstream, void**);
   // nvrtc
   nvrtcResult (*nvrtcVersion)(int*, int*);
   nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
@@ -122,6 +127,7 @@ struct Api {
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   int device_count = 0, sm_count = 0, cc_major = 0, cc_minor = 0, driver_version = 0;
+  int cooperative_launch = 0;  // the device supports cuLaunchCooperativeKernel
   size_t total_mem = 0;
   std::string device_name, nvrtc_path, cublaslt_path;
 };

@@ -2,7 +2,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/memory.h"
+#include "backends/cuda/render_gemm.h"
+#include "backends/cuda/fuse_lir.h"
+#include "lir/plan.h"
 
 namespace rlx::cuda {
 
@@ -43,10 +51,24 @@ bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const Value
     g->K = a.back();
     g->N = b[0];
     g->b_trans = true;
+    if (k.attrs.count("cuda_ln")) {  // [issue 7 cudaminilm] {x, W, res, gamma, beta, b}: fold-gemm-layernorm
+      g->bias = in.size() == 6;
+      g->epilogue = "layernorm";
+      g->eps = std::get<double>(k.attrs.at("cuda_ln_eps").v);
+      return true;
+    }
     g->bias = in.size() > 2;
     const std::string& act = attr_str(nd, "activation");
-    if (act == "relu" || act == "gelu_tanh") g->epilogue = act;
-    else *post_act = act;
+    if (act == "relu" || act == "gelu_tanh") {
+      g->epilogue = act;
+    } else if (act != "none") {
+      // [issue 7 cudaminilm] erf-GELU/SiLU: inside our GEMM's epilogue where it takes the shape (the
+      // plan runs the separate kernel after a cuBLASLt candidate); otherwise the caller's kernel.
+      GemmShape t = *g;
+      t.epilogue = act;
+      if (own_gemm_supported(t)) g->epilogue = act;
+      else *post_act = act;
+    }
     return true;
   }
   if (k.op == OpKind::MatMul) {
@@ -92,7 +114,7 @@ bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const Value
 GemmPlan::GemmPlan(const GemmShape& s, size_t workspace_bytes) : s_(s) {
   Api& a = api();
   int dt = s.dtype == DType::f16 ? kCudaR16F : (s.dtype == DType::bf16 ? kCudaR16BF : kCudaR32F);
-  bool tf32 = s.dtype == DType::f32 && std::getenv("RLX_ALLOW_TF32") && std::string(std::getenv("RLX_ALLOW_TF32")) == "1";
+  bool tf32 = s.dtype == DType::f32 && env_is_1("RLX_ALLOW_TF32");
   check_blas(a.cublasLtMatmulDescCreate(&desc_, tf32 ? kCompute32FFastTF32 : kCompute32F, kCudaR32F), "desc");
   // Column-major view: "A" is our B (N x K logical), "B" is our A (K x M logical), C is N x M.
   int opa = s.b_trans ? kOpT : kOpN, opb = s.a_trans ? kOpT : kOpN;
@@ -139,6 +161,57 @@ GemmPlan::GemmPlan(const GemmShape& s, size_t workspace_bytes) : s_(s) {
             " GEMM");
   algo_ = res[0].algo;
   ws_ = res[0].workspaceSize;
+  build_own();
+}
+
+void GemmPlan::load(Own& o) {
+  if (o.fn) return;
+  bool hit = false;
+  o.fn = load_function(o.ks, &hit);
+  ++compiled_;
+  disk_hits_ += hit;
+}
+
+// [issue 7 cudaminilm] Our kernels for the shape (rendered now, compiled when first selected), and
+// the separate epilogue kernel the cuBLASLt candidates need for erf-GELU/SiLU/layernorm (compiled
+// now: candidate 0 runs it).
+void GemmPlan::build_own() {
+  const std::string& e = s_.epilogue;
+  if (e == "gelu" || e == "silu") {
+    post_ = Own{"+" + e, render_activation(e, ValueType{s_.dtype, {s_.batch * s_.M * s_.N}})};
+    load(post_);
+  } else if (e == "layernorm") {
+    LirKernel ln;
+    ln.kind = KernelKind::Library;
+    ln.op = OpKind::LayerNorm;
+    ln.attrs["eps"] = s_.eps;
+    ln.attrs["axis"] = int64_t{-1};
+    ln.attrs["cuda_residual"] = int64_t{1};
+    ValueType x{s_.dtype, {s_.M, s_.N}}, v{s_.dtype, {s_.N}};
+    post_ = Own{"+layernorm", {}};
+    RLX_CHECK(render_library(ln, {x, x, v, v}, {x}, &post_.ks, api().sm_count), "[cuda] GEMM+layernorm: no norm kernel");
+    load(post_);
+    scratch_bytes_ = static_cast<size_t>(s_.M * s_.N * 2);
+    scratch_ = CachingAllocator::get().alloc(scratch_bytes_);
+  }
+  for (const OwnGemmConfig& c : own_gemm_configs(s_, api().sm_count))
+    own_.push_back(Own{"own " + c.name(), render_own_gemm(s_, c), nullptr, static_cast<unsigned>(s_.batch)});
+  if (env_is_1("RLX_CUDA_GEMM_OWN_ONLY") && !own_.empty()) {
+    base_ = static_cast<int>(cands_.size()), sel_ = base_;
+    load(own_[0]);
+  }
+}
+
+void GemmPlan::select(int i) {
+  const int n = static_cast<int>(cands_.size());
+  if (i + base_ >= n) load(own_[i + base_ - n]);  // may throw (NVRTC): the selection stays as it was
+  sel_ = i + base_;
+  if (sel_ < n) algo_ = cands_[sel_].algo, ws_ = cands_[sel_].workspaceSize;
+}
+
+std::string GemmPlan::choice() const {
+  if (sel_ >= static_cast<int>(cands_.size())) return own_[sel_ - cands_.size()].name;
+  return "cublasLt #" + std::to_string(sel_) + (post_.fn ? " " + post_.name : "");
 }
 
 GemmPlan::~GemmPlan() {
@@ -147,10 +220,21 @@ GemmPlan::~GemmPlan() {
   if (lb_) a.cublasLtMatrixLayoutDestroy(lb_);
   if (lc_) a.cublasLtMatrixLayoutDestroy(lc_);
   if (desc_) a.cublasLtMatmulDescDestroy(desc_);
+  if (scratch_) CachingAllocator::get().free(scratch_, scratch_bytes_);
 }
 
 void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C, CUdeviceptr ws, CUstream st) {
   Api& a = api();
+  const bool ln = s_.epilogue == "layernorm";
+  RLX_CHECK(!ln || (res_ && gamma_ && beta_), "[cuda] GEMM+layernorm: set_norm_args was not called");
+  if (sel_ >= static_cast<int>(cands_.size())) {  // [issue 7 cudaminilm] our kernel
+    const Own& o = own_[sel_ - cands_.size()];
+    int m = static_cast<int>(s_.M);
+    void* params[] = {&A, &B, &bias, &res_, &gamma_, &beta_, &C, &m};
+    check(a.cuLaunchKernel(o.fn, o.ks.grid, o.ks.grid_y, o.grid_z, o.ks.block, 1, 1, o.ks.smem, st, params, nullptr), "own GEMM");
+    return;
+  }
+  const CUdeviceptr out = ln ? scratch_ : C;
   if (s_.bias && !bias_set_) {  // buffer addresses are fixed for the executable's life
     void* p = reinterpret_cast<void*>(bias);
     check_blas(a.cublasLtMatmulDescSetAttribute(desc_, kDescBiasPointer, &p, sizeof p), "bias pointer");
@@ -158,9 +242,65 @@ void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C
   }
   float one = 1.0f, zero = 0.0f;
   check_blas(a.cublasLtMatmul(blas_handle(), desc_, &one, reinterpret_cast<void*>(B), la_, reinterpret_cast<void*>(A),
-                              lb_, &zero, reinterpret_cast<void*>(C), lc_, reinterpret_cast<void*>(C), lc_, &algo_,
+                              lb_, &zero, reinterpret_cast<void*>(out), lc_, reinterpret_cast<void*>(out), lc_, &algo_,
                               reinterpret_cast<void*>(ws), ws_, st),
              "matmul");
+  if (post_.fn) {  // [issue 7 cudaminilm] the epilogue cuBLASLt cannot do, as its own kernel
+    std::vector<CUdeviceptr> args = ln ? std::vector<CUdeviceptr>{scratch_, res_, gamma_, beta_, C} : std::vector<CUdeviceptr>{C};
+    std::vector<void*> params;
+    for (auto& p : args) params.push_back(&p);
+    check(a.cuLaunchKernel(post_.fn, post_.ks.grid, post_.ks.grid_y, 1, post_.ks.block, 1, 1, post_.ks.smem, st, params.data(), nullptr),
+          "GEMM epilogue kernel");
+  }
+}
+
+// [issue 7 cudaminilm] fold-gemm-layernorm (see gemm.h).
+int fold_gemm_layernorm(LirProgram& p) {
+  auto [uses, producer] = count_uses(p);
+  std::vector<bool> dead(p.kernels.size(), false);
+  int folded = 0;
+  for (int n = 0; n < static_cast<int>(p.kernels.size()); ++n) {
+    LirKernel& nk = p.kernels[n];
+    if (nk.kind != KernelKind::Library || nk.op != OpKind::LayerNorm || !nk.attrs.count("cuda_residual") ||
+        nk.in.size() != 4 || nk.out.size() != 1)
+      continue;
+    const ValueType& xt = p.buffers[nk.in[0]].type;
+    auto xd = static_dims(xt.shape);
+    Node nd{nk.op, {}, {}, nk.attrs, ""};
+    int64_t axis = attr_int(nd, "axis");
+    if (xd.empty() || (axis != -1 && axis != static_cast<int64_t>(xd.size()) - 1)) continue;
+    bool same = p.buffers[nk.out[0]].type.dtype == xt.dtype;
+    for (int b : nk.in) same &= p.buffers[b].type.dtype == xt.dtype;
+    for (int b = 2; b < 4; ++b) same &= static_dims(p.buffers[nk.in[b]].type.shape) == std::vector<int64_t>{xd.back()};
+    if (!same) continue;
+    for (int side = 0; side < 2; ++side) {
+      int y = nk.in[side], res = nk.in[1 - side], l = producer[y];
+      if (l < 0 || dead[l] || uses[y] != 1 || p.buffers[y].kind != BufferKind::Arena || y == res) continue;
+      LirKernel& lk = p.kernels[l];
+      if (lk.kind != KernelKind::Library || lk.op != OpKind::Linear || lk.in.size() != 3 || lk.out.size() != 1 ||
+          lk.attrs.count("cuda_siblings") || lk.attrs.count("cuda_ln") || activation_of(lk) != "none")
+        continue;
+      if (producer[res] >= l || producer[nk.in[2]] >= l || producer[nk.in[3]] >= l) continue;  // ready at the linear
+      std::vector<ValueType> in;
+      for (int b : lk.in) in.push_back(p.buffers[b].type);
+      GemmShape g;
+      std::string post;
+      if (!plan_gemm(lk, in, xt, &g, &post)) continue;
+      g.epilogue = "layernorm";
+      g.eps = attr_float(nd, "eps");
+      if (own_gemm_configs(g).empty()) continue;
+      int bias = lk.in[2];
+      lk.in = {lk.in[0], lk.in[1], res, nk.in[2], nk.in[3], bias};
+      lk.out = {nk.out[0]};
+      lk.attrs["cuda_ln"] = int64_t{1};
+      lk.attrs["cuda_ln_eps"] = g.eps;
+      lk.origin += "+layer_norm";
+      dead[n] = true;
+      ++folded;
+      break;
+    }
+  }
+  return drop_folded(p, dead, folded);
 }
 
 }  // namespace rlx::cuda

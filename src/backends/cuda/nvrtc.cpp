@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_api.h"
+#include "backends/cuda/cuda_util.h"
 #include "runtime/disk_cache.h"
 
 namespace rlx::cuda {
@@ -38,6 +39,7 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
     if (f.good()) {
       std::string bin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
       if (!bin.empty()) {
+        cache_touch(path);  // [cleanup: cache cap] a hit: most recently used
         if (from_disk_cache) *from_disk_cache = true;
         return mem[hex] = bin;
       }
@@ -60,8 +62,26 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
   std::string bin(n, '\0');
   a.nvrtcGetCUBIN(prog, bin.data());
   a.nvrtcDestroyProgram(&prog);
-  if (disk) write_file_atomic(path, bin);  // best effort: a failed write only costs a recompile
+  // best effort: a failed write only costs a recompile. [cleanup: cache cap] then evict over RLX_CACHE_MAX_MB
+  if (disk && write_file_atomic(path, bin)) cache_inserted(path);
   return mem[hex] = bin;
+}
+
+// The one module cache of the backend (executable launches and GEMM plans alike).
+CUfunction load_function(const KernelSource& ks, bool* disk_hit) {
+  static std::mutex mu;
+  static std::map<std::string, CUfunction> loaded;
+  std::string bin = nvrtc_compile(ks.code, disk_hit);
+  std::lock_guard<std::mutex> g(mu);
+  auto it = loaded.find(ks.code);
+  if (it != loaded.end()) return it->second;
+  Api& a = api();
+  CUmodule mod = nullptr;
+  CUfunction fn = nullptr;
+  check(a.cuModuleLoadData(&mod, bin.data()), "cuModuleLoadData");
+  check(a.cuModuleGetFunction(&fn, mod, "rlx_kernel"), "cuModuleGetFunction");
+  if (ks.smem > 48 * 1024) check(a.cuFuncSetAttribute(fn, kFuncAttrMaxDynSmem, static_cast<int>(ks.smem)), "cuFuncSetAttribute(dynamic smem)");
+  return loaded[ks.code] = fn;
 }
 
 }  // namespace rlx::cuda

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/renderer.h"
+#include "rlx/dtype.h"  // [cleanup2] DTypeSet
 
 namespace rlx::gpu {
 
@@ -67,9 +68,8 @@ inline void choose_gemm(codegen::CLikeRenderer& r, bool cpu_emulated) {
   r.set_tiled_gemm(v == "tiled" ? true : v == "direct" ? false : !cpu_emulated);
 }
 
-// Stable 64-bit hash of kernel source, for the on-disk shader cache.
-uint64_t fnv1a(const std::string& s);
-std::string cache_dir(const std::string& sub);  // $XDG_CACHE_HOME or ~/.cache, /rlx/<sub>, created
+// [cleanup2] Program-cache keys hash the kernel source with rlx::fnv1a64 (runtime/disk_cache.h);
+// vulkan's on-disk SPIR-V cache is the shared runtime/disk_cache (cache_dir("spirv")).
 
 }  // namespace rlx::gpu
 
@@ -77,6 +77,11 @@ namespace rlx {
 struct DeviceInfo;
 // `rlx devices` entry for vulkan/opengl/gpu: status from a run-time probe of loader + device
 // (+ glslc for vulkan); capabilities = exactly the (op, dtype) pairs the renderer has kernels for.
-DeviceInfo portable_gpu_device_info(const std::string& name);
+// [cleanup2] probing=false: no loader is opened; status/reason are not probed and the capability set
+// is the API's nominal one (with the dtypes of portable_gpu_driver_dtypes claimed).
+DeviceInfo portable_gpu_device_info(const std::string& name, bool probing = true);
+// [cleanup2] The dtypes the API has kernels for but a driver may lack, so the probed set may drop
+// them: {f64} for "gpu" (OpenCL C's double needs cl_khr_fp64), none for the GLSL devices.
+DTypeSet portable_gpu_driver_dtypes(const std::string& name);
 void register_portable_gpu_backends();
 }  // namespace rlx

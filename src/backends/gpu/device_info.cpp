@@ -12,7 +12,11 @@ std::string gpu::Features::str() const {
          (subgroup_size > 0 ? std::to_string(subgroup_size) : std::string(subgroup_size < 0 ? "yes" : "no"));
 }
 
-DeviceInfo portable_gpu_device_info(const std::string& name) {
+DTypeSet portable_gpu_driver_dtypes(const std::string& name) {  // [cleanup2]
+  return name == "gpu" ? DTypeSet::of({DType::f64}) : DTypeSet{};
+}
+
+DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
   using D = DType;
   const bool glsl = name != "gpu";
   auto r = glsl ? codegen::make_glsl_renderer() : codegen::make_opencl_renderer();
@@ -20,10 +24,10 @@ DeviceInfo portable_gpu_device_info(const std::string& name) {
   // rest to i32); OpenCL has 64-bit integers and cl_khr_fp64.
   DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean, D::i64});
   std::string why;
-  gpu::Api* api = gpu::api_for(name, &why);
+  gpu::Api* api = probing ? gpu::api_for(name, &why) : nullptr;  // [cleanup2] probing=false: load nothing
   // OpenCL C needs cl_khr_fp64 for double kernels: claim f64 only where the device reports it
   // (without a device, the API's nominal set stands, as for the devices that cannot run here).
-  if (!glsl && (!api || api->features.fp64)) storage = storage | DTypeSet::of({D::f64});
+  if (!api || api->features.fp64) storage = storage | portable_gpu_driver_dtypes(name);
   CapabilitySet caps;
   caps.storage = storage;
   for (int i = 0; i < num_ops(); ++i) {
@@ -50,6 +54,8 @@ DeviceInfo portable_gpu_device_info(const std::string& name) {
   DeviceStatus st = DeviceStatus::Available;
   if (api) {
     why = api->device() + " (" + api->features.str() + ")";
+  } else if (!probing) {  // [cleanup2]
+    why = "not probed";
   } else {
     st = why.rfind("no hardware", 0) == 0 ? DeviceStatus::NoHardware : DeviceStatus::NoDriver;
     auto colon = why.find(": ");

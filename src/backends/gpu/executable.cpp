@@ -14,12 +14,6 @@
 
 namespace rlx::gpu {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 namespace {
 
 // Device copies round up to whole 8-byte words: GLSL addresses narrow dtypes through uint words.

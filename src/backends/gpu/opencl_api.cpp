@@ -9,6 +9,7 @@
 #include <map>
 
 #include "backends/gpu/api.h"
+#include "runtime/disk_cache.h"  // [cleanup2] fnv1a64
 
 namespace rlx::gpu {
 
@@ -67,7 +68,7 @@ class OpenClApi : public Api {
     check(f.clEnqueueReadBuffer(q, bufs.at(b), CL_TRUE, 0, n, dst, 0, nullptr, nullptr), "clEnqueueReadBuffer");
   }
   int program(const codegen::RenderedKernel& k) override {
-    uint64_t h = fnv1a(k.source + k.name);
+    uint64_t h = fnv1a64(k.source + k.name);
     if (auto it = prog_cache.find(h); it != prog_cache.end()) return it->second;
     const char* src = k.source.c_str();
     cl_int e;

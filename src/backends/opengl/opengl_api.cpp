@@ -10,6 +10,7 @@
 #include <map>
 
 #include "backends/gpu/api.h"
+#include "runtime/disk_cache.h"  // [cleanup2] fnv1a64
 
 namespace rlx::gpu {
 
@@ -88,7 +89,7 @@ class GlApi : public Api {
     check("glGetBufferSubData");
   }
   int program(const codegen::RenderedKernel& k) override {
-    uint64_t h = fnv1a(k.source);
+    uint64_t h = fnv1a64(k.source);
     if (auto it = prog_cache.find(h); it != prog_cache.end()) return it->second;
     current();
     GLuint sh = glCreateShader(GL_COMPUTE_SHADER);

@@ -1,4 +1,4 @@
-// `vulkan`: GLSL compute -> SPIR-V (glslc, cached on disk by source hash) -> compute pipelines.
+// `vulkan`: GLSL compute -> SPIR-V (glslc, cached on disk by source hash: runtime/disk_cache.h) -> compute pipelines.
 // libvulkan.so.1 is dlopen'ed; every entry point comes from vkGet{Instance,Device}ProcAddr.
 // Buffers are host-visible coherent and stay mapped; a schedule is one command buffer with a
 // compute->compute barrier between dispatches, recorded once and resubmitted on every run.
@@ -17,20 +17,9 @@
 #include <sstream>
 
 #include "backends/gpu/api.h"
+#include "runtime/disk_cache.h"  // [cleanup2] the shared on-disk cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB)
 
 namespace rlx::gpu {
-
-std::string cache_dir(const std::string& sub) {
-  const char* x = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  std::string base = x && *x ? x : std::string(home && *home ? home : "/tmp") + "/.cache";
-  std::string d = base + "/rlx";
-  mkdir(base.c_str(), 0755);
-  mkdir(d.c_str(), 0755);
-  d += "/" + sub;
-  mkdir(d.c_str(), 0755);
-  return d;
-}
 
 namespace {
 
@@ -116,27 +105,38 @@ class VulkanApi : public Api {
   void upload(int b, const void* src, size_t n) override { std::memcpy(bufs.at(b).map, src, n); }
   void download(int b, void* dst, size_t n) override { std::memcpy(dst, bufs.at(b).map, n); }
 
+  // SPIR-V of `k` from <cache root>/spirv/<hash>.spv (runtime/disk_cache.h: RLX_CACHE_DIR, LRU cap
+  // RLX_CACHE_MAX_MB shared with the cpu JIT and NVRTC), compiled by glslc on a miss. Key: glslc's
+  // command line + source (SPIR-V is portable, so a glslc upgrade does not invalidate entries).
   std::vector<uint32_t> spirv(const codegen::RenderedKernel& k) {
-    uint64_t h = fnv1a(k.source);
-    char hex[32];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-    std::string dir = cache_dir("spirv"), spv = dir + "/" + hex + ".spv";
+    static const char* const kFlags = "-fshader-stage=compute -O";
+    const std::string hex = hex64(fnv1a64(glslc + " " + kFlags + "|" + k.source));
+    const std::string spv = cache_dir("spirv") + "/" + hex + ".spv";
     std::ifstream in(spv, std::ios::binary);
-    if (!in) {
-      std::string src = dir + "/" + hex + "." + std::to_string(getpid()) + ".comp", tmp = spv + "." + std::to_string(getpid());
-      std::ofstream(src) << k.source;
-      std::string cmd = glslc + " -fshader-stage=compute -O -o '" + tmp + "' '" + src + "' 2>&1";
-      std::string log;
-      if (FILE* p = popen(cmd.c_str(), "r")) {
-        char buf[512];
-        while (fgets(buf, sizeof buf, p)) log += buf;
-        int rc = pclose(p);
-        std::remove(src.c_str());
-        if (rc != 0) fail("[vulkan] glslc failed for ", k.name, ":\n", log, "\n--- source ---\n", k.source);
+    if (in) {
+      cache_touch(spv);  // a hit: most recently used
+    } else {
+      const std::string tmp = temp_path_for(spv), src = tmp + ".comp";
+      RLX_CHECK(write_file_atomic(src, k.source), "[vulkan] cannot write ", src);
+      std::string cmd = glslc + " " + kFlags + " -o '" + tmp + "' '" + src + "' 2>&1", log;
+      FILE* p = popen(cmd.c_str(), "r");
+      RLX_CHECK(p, "[vulkan] cannot run ", glslc);
+      char buf[512];
+      while (fgets(buf, sizeof buf, p)) log += buf;
+      int rc = pclose(p);
+      std::remove(src.c_str());
+      if (rc != 0) {
+        std::remove(tmp.c_str());
+        fail("[vulkan] glslc failed for ", k.name, ":\n", log, "\n--- source ---\n", k.source);
       }
-      std::rename(tmp.c_str(), spv.c_str());  // atomic: concurrent processes never see half a file
+      // rename(2): concurrent processes never see half a file; the last writer wins, both whole
+      if (std::rename(tmp.c_str(), spv.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        fail("[vulkan] glslc produced no SPIR-V for ", k.name, " (", log, ")");
+      }
+      cache_inserted(spv);  // evicts least recently used entries over RLX_CACHE_MAX_MB
       in.open(spv, std::ios::binary);
-      RLX_CHECK(in.good(), "[vulkan] glslc produced no SPIR-V for ", k.name);
+      RLX_CHECK(in.good(), "[vulkan] cannot read back ", spv);
     }
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::vector<uint32_t> words(bytes.size() / 4);
@@ -145,7 +145,7 @@ class VulkanApi : public Api {
   }
 
   int program(const codegen::RenderedKernel& k) override {
-    uint64_t h = fnv1a(k.source);
+    uint64_t h = fnv1a64(k.source);
     if (auto it = prog_cache.find(h); it != prog_cache.end()) return it->second;
     auto code = spirv(k);
     VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};

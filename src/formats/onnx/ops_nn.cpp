@@ -118,6 +118,38 @@ V normalize(Ctx& c, V x, const std::vector<int64_t>& axes, double eps) {
   return c.bin(OpKind::Mul, xc, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, eps, var))));
 }
 
+// [cleanup2] The first stage LayerNormalization and RMSNormalization share (both ONNX functions):
+// the normalized axes [axis, rank), epsilon, and the dtype the statistics are computed in.
+// stash_type (a TensorProto code: 1 float, 10 float16, 11 double, 16 bfloat16; default 1 in both
+// specs) names the computation dtype; we use the more precise of it and X's dtype (f16 and bf16,
+// neither finer than the other, meet in f32): f16/bf16 inputs compute in f32 whether or not the
+// attribute is written, f64 stays f64, stash_type 11 on f32 computes in f64. Other codes are refused.
+struct NormStage {
+  std::vector<int64_t> axes;
+  double eps;
+  DType dt, ct;  // X's dtype, the computation (stash) dtype
+};
+NormStage norm_stage(Ctx& c, V x) {
+  NormStage s;
+  int64_t rk = c.rank(x);
+  for (int64_t i = axis_norm(c, c.attr_i("axis", -1), rk); i < rk; ++i) s.axes.push_back(i);
+  s.eps = c.attr_f("epsilon", 1e-5);
+  s.dt = c.dtype(x);
+  const int64_t stash = c.attr_i("stash_type", 1);
+  DType sd;
+  switch (stash) {
+    case 1: sd = DType::f32; break;
+    case 10: sd = DType::f16; break;
+    case 11: sd = DType::f64; break;
+    case 16: sd = DType::bf16; break;
+    default:
+      c.error("stash_type " + std::to_string(stash) + " unsupported (float types only: 1, 10, 11, 16)");
+  }
+  auto rank = [](DType t) { return t == DType::f64 ? 3 : t == DType::f32 ? 2 : 1; };
+  s.ct = rank(sd) > rank(s.dt) ? sd : rank(s.dt) > rank(sd) ? s.dt : sd == s.dt ? sd : DType::f32;
+  return s;
+}
+
 // [issue 4] Pooling with dilations and/or MaxPool's Indices output: each spatial dim of the padded
 // input is gathered into (out, k) window taps (index o*stride + j*dilation), the taps are moved
 // last and reduced. Indices (MaxPool) index the unpadded input flattened row-major (storage_order 0)
@@ -302,19 +334,13 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   };
   r["LayerNormalization"] = [](Ctx& c) {
     V x = c.in(0);
-    int64_t rk = c.rank(x);
-    int64_t ax = axis_norm(c, c.attr_i("axis", -1), rk);
-    double eps = c.attr_f("epsilon", 1e-5);
-    std::vector<int64_t> axes;
-    for (int64_t i = ax; i < rk; ++i) axes.push_back(i);
-    DType dt = c.dtype(x);
-    DType ct = c.has_attr("stash_type") && c.attr_i("stash_type", 1) == 1 && dt != DType::f64 ? DType::f32 : dt;
-    V xf = c.convert(x, ct);
-    V mean = c.reduce(OpKind::ReduceMean, xf, axes, true);
+    NormStage st = norm_stage(c, x);
+    V xf = c.convert(x, st.ct);
+    V mean = c.reduce(OpKind::ReduceMean, xf, st.axes, true);
     V xc = c.bin(OpKind::Sub, xf, mean);
-    V var = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xc, xc), axes, true);
-    V inv = c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, eps, var)));
-    V y = c.convert(c.bin(OpKind::Mul, xc, inv), dt);
+    V var = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xc, xc), st.axes, true);
+    V inv = c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, st.eps, var)));
+    V y = c.convert(c.bin(OpKind::Mul, xc, inv), st.dt);
     y = c.bin(OpKind::Mul, y, c.in(1));
     if (c.has_input(2)) y = c.bin(OpKind::Add, y, c.in(2));
     c.set_output(0, y);
@@ -323,16 +349,10 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   };
   r["RMSNormalization"] = [](Ctx& c) {
     V x = c.in(0);
-    int64_t rk = c.rank(x);
-    int64_t ax = axis_norm(c, c.attr_i("axis", -1), rk);
-    double eps = c.attr_f("epsilon", 1e-5);
-    std::vector<int64_t> axes;
-    for (int64_t i = ax; i < rk; ++i) axes.push_back(i);
-    DType dt = c.dtype(x);
-    DType ct = c.attr_i("stash_type", 1) == 1 && dt != DType::f64 ? DType::f32 : dt;
-    V xf = c.convert(x, ct);
-    V ms = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xf, xf), axes, true);
-    V y = c.convert(c.bin(OpKind::Mul, xf, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, ms, sc(c, eps, ms)))), dt);
+    NormStage st = norm_stage(c, x);
+    V xf = c.convert(x, st.ct);
+    V ms = c.reduce(OpKind::ReduceMean, c.bin(OpKind::Mul, xf, xf), st.axes, true);
+    V y = c.convert(c.bin(OpKind::Mul, xf, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, ms, sc(c, st.eps, ms)))), st.dt);
     c.set_output(0, c.bin(OpKind::Mul, y, c.in(1)));
   };
   r["GroupNormalization"] = [](Ctx& c) {
