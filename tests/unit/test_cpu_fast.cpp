@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "backends/cpu/gemm_avx2.h"
@@ -90,6 +91,46 @@ TEST(CpuFastGemm, RandomShapesAndEpilogues) {
       for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(C[i * ldc + j], C0[i * ldc + j]) << "padding column written";
     }
     EXPECT_LE(worst, 2e-5) << "M=" << M << " N=" << N << " K=" << K << " trans=" << trans << " acc=" << acc;
+  }
+}
+
+// [smallseq] The pooled split for few rows and a weight packed ahead: M <= 24 (A read in place, ~4
+// column chunks per thread), and M <= 144 with N >= M (column split, A packed per thread), BERT-like
+// shapes with bias + residual + an every-row-once hook. The column split must give the serial
+// result bit for bit (each element's sum runs over the same K blocks in the same order).
+TEST(CpuFastGemm, FewRowsPackedWeightSplitsByColumns) {
+  std::mt19937 g(11);
+  const int64_t shapes[][3] = {{16, 384, 384}, {1, 1536, 384}, {24, 1152, 384}, {17, 384, 1536},
+                               {128, 1536, 384}, {100, 385, 800}, {144, 384, 384}};
+  for (auto& s : shapes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    auto A = rnd(static_cast<size_t>(M * K), g), W = rnd(static_cast<size_t>(N * K), g);
+    auto bias = rnd(static_cast<size_t>(N), g), R = rnd(static_cast<size_t>(M * N), g);
+    std::vector<float> Bp(static_cast<size_t>(cpu::packed_b_size(K, N)));
+    cpu::pack_b(true, W.data(), K, K, N, Bp.data());
+    std::vector<int> done(static_cast<size_t>(M), 0);
+    cpu::GemmEpi e;
+    e.bias = bias.data();
+    e.residual = R.data();
+    e.ldr = N;
+    e.rows_done = [](void* c, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) ++(*static_cast<std::vector<int>*>(c))[r];
+    };
+    e.ctx = &done;
+    std::vector<float> C(static_cast<size_t>(M * N)), Cs(C.size());
+    cpu::gemm_packed(M, N, K, A.data(), K, Bp.data(), C.data(), N, &e);
+    for (int64_t i = 0; i < M; ++i) EXPECT_EQ(done[i], 1) << "row " << i << " M=" << M << " N=" << N;
+    e.rows_done = nullptr;
+    cpu::gemm_packed_serial(M, N, K, A.data(), K, Bp.data(), Cs.data(), N, &e);
+    double worst = 0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double r = bias[j] + R[i * N + j];
+        for (int64_t k = 0; k < K; ++k) r += double(A[i * K + k]) * W[j * K + k];
+        worst = std::max(worst, std::abs(r - C[i * N + j]) / (1 + std::abs(r)));
+      }
+    EXPECT_LE(worst, 2e-5) << "M=" << M << " N=" << N << " K=" << K;
+    EXPECT_EQ(0, std::memcmp(C.data(), Cs.data(), C.size() * sizeof(float))) << "M=" << M << " N=" << N;
   }
 }
 

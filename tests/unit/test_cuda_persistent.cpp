@@ -51,7 +51,9 @@ TEST(CudaPersistent, SmallTrainStepIsOneLaunchThatCompiles) {
     EXPECT_EQ(ks.grid, 132u);  // one block per multiprocessor (render_for_check assumes 132)
     EXPECT_GE(ks.scratch_bytes, 16u);  // barrier words (+ split-K counters and partial tiles)
     EXPECT_NE(ks.code.find("grid_sync_(bar_)"), std::string::npos);
-    if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << c.sizes[1] << " b" << c.B;
+    if (a) {
+      EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << c.sizes[1] << " b" << c.B;
+    }
   }
   // Above the cap (784-512-512-10 at 1024: ~3.9 GFLOP of GEMMs) cuBLASLt keeps the GEMMs; so at
   // the default cap for 784-128-10 at 1024 (415 MFLOP), while 784-128-10 at 128 (52 MFLOP) is one launch.
@@ -155,7 +157,9 @@ TEST(CudaPersistent, GridLayoutOwnBytesSinksLastOrLeavesThePlan) {
     for (int b : p.kernels[k].in) {
       int x = b;
       while (p.buffers[x].kind == BufferKind::View) x = p.buffers[x].view_of;
-      if (p.buffers[x].kind == BufferKind::Arena) EXPECT_GE(made[x], 0) << p.kernels[k].label() << " reads " << p.buffers[x].name;
+      if (p.buffers[x].kind == BufferKind::Arena) {
+        EXPECT_GE(made[x], 0) << p.kernels[k].label() << " reads " << p.buffers[x].name;
+      }
     }
     for (int b : p.kernels[k].out) made[b] = k;
   }

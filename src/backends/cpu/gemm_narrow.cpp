@@ -20,13 +20,14 @@
 #include "backends/cpu/gemm_avx2_internal.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_avx2.h"
+#include "runtime/env.h"
 
 namespace rlx::cpu::gemm_detail {
 
 #if defined(RLX_GEMM_X86)
 // [issue 6 cpugemm] RLX_GEMM_NARROW=0 sends N <= 12 through the 6x16 path too (for A/B timing).
 bool narrow_enabled() {
-  static const bool on = !(std::getenv("RLX_GEMM_NARROW") && std::string(std::getenv("RLX_GEMM_NARROW")) == "0");
+  static const bool on = env_on("RLX_GEMM_NARROW", true);
   return on;
 }
 

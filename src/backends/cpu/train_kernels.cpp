@@ -19,6 +19,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vmath.h"
 #include "lir/plan.h"
+#include "runtime/env.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -426,8 +427,7 @@ bool absorb(const LirProgram& p, LirKernel& d, const LirKernel& r, int z) {
 // GemmEpi::colsum, rows in order: the reduce_sum kernel's bits), and the reduce kernel goes.
 // RLX_CPU_BIASGRAD=0 turns it off. Returns whether it changed anything.
 bool fold_bias_grads(LirProgram& p) {
-  const char* env = std::getenv("RLX_CPU_BIASGRAD");
-  if (env && std::string(env) == "0") return false;
+  if (!env_on("RLX_CPU_BIASGRAD", true)) return false;
   const size_t nk = p.kernels.size();
   auto root = [&](int b) {
     while (p.buffers[b].kind == BufferKind::View) b = p.buffers[b].view_of;
@@ -586,8 +586,7 @@ bool row_member(const LirProgram& p, const LirKernel& k, int64_t R, int64_t C) {
 }  // namespace
 
 void fuse_rows_lir(LirProgram& p) {
-  const char* e = std::getenv("RLX_CPU_ROWS");
-  if (e && std::string(e) == "0") return;
+  if (!env_on("RLX_CPU_ROWS", true)) return;
   const size_t nb = p.buffers.size(), nk = p.kernels.size();
   auto root = [&](int b) {
     while (p.buffers[b].kind == BufferKind::View) b = p.buffers[b].view_of;

@@ -1,27 +1,15 @@
-// Small helpers every file of the cuda backend shares (one copy each): environment switches, the
-// activation attribute of a kernel, the reduction-op predicate, and the process-wide module cache
-// that turns a rendered kernel into a loaded CUfunction.
+// Small helpers every file of the cuda backend shares (one copy each): the activation attribute of
+// a kernel, the reduction-op predicate, and the process-wide module cache that turns a rendered
+// kernel into a loaded CUfunction. Environment switches are runtime/env.h's env_on / env_is_1.
 #pragma once
-#include <cstdlib>
 #include <string>
 
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/render.h"
 #include "rlx/lir.h"
+#include "runtime/env.h"
 
 namespace rlx::cuda {
-
-// An environment switch: unset -> dflt, "0" -> false, anything else -> true.
-inline bool env_on(const char* name, bool dflt) {
-  const char* e = std::getenv(name);
-  if (!e) return dflt;
-  return std::string(e) != "0";
-}
-// Set to exactly "1" (the measurement switches: RLX_CUDA_GEMM_OWN_ONLY, RLX_ALLOW_TF32, ...).
-inline bool env_is_1(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::string(e) == "1";
-}
 
 // A kernel's "activation" attribute ("none" when absent).
 inline std::string activation_of(const LirKernel& k) {

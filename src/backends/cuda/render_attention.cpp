@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/cuda/render_internal.h"
+#include "runtime/env.h"
 
 namespace rlx::cuda::detail {
 
@@ -74,7 +75,7 @@ KernelSource attention_rows_kernel(const LirKernel& k, const std::vector<ValueTy
   // RLX_CUDA_ATTN_VEC=1: float4 shared-memory reads (broadcast LDS.128, a quarter of the loads) and
   // 32-row blocks when 64-row ones leave most multiprocessors idle. Compile-checked, not yet run on
   // the H200, so it is opt-in; the default is the variant that passed conformance there.
-  const bool tuned = std::getenv("RLX_CUDA_ATTN_VEC") && std::string(std::getenv("RLX_CUDA_ATTN_VEC")) == "1";
+  const bool tuned = env_is_1("RLX_CUDA_ATTN_VEC");
   const int kRows = tuned && g.B * g.H * ((g.S + 63) / 64) < 2 * sm_count ? 32 : 64, kChunk = 64;
   const bool vec = tuned && g.D % 4 == 0 && g.Dv % 4 == 0;
   DType t = in[0].dtype;
@@ -152,8 +153,7 @@ KernelSource attention_rows_kernel(const LirKernel& k, const std::vector<ValueTy
 // online softmax in exp2 form on the accumulator fragments; P is rounded to the input dtype as the
 // A operand of the second product (as FlashAttention does). RLX_CUDA_ATTN_MMA=0 turns it off.
 bool attention_mma_ok(const std::vector<ValueType>& in, const AttnGeom& g) {
-  const char* e = std::getenv("RLX_CUDA_ATTN_MMA");
-  if (e && std::string(e) == "0") return false;
+  if (!env_on("RLX_CUDA_ATTN_MMA", true)) return false;
   DType t = in[0].dtype;
   if (t != DType::f16 && t != DType::bf16) return false;
   if (in[1].dtype != t || in[2].dtype != t) return false;
