@@ -3,7 +3,10 @@
 #include <random>
 #include <vector>
 
+#include <string>
+
 #include "passes/passes.h"
+#include "rlx/device.h"
 #include "rlx/lir.h"
 #include "rlx/tensor.h"
 
@@ -15,6 +18,13 @@ inline Tensor rnd(DType dt, std::vector<int64_t> s, std::mt19937& rng, double sc
   std::uniform_real_distribution<double> u(-scale, scale);
   for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
   return t;
+}
+
+// Whether a GPU runs here; `why` says why not (the skip message of GPU-only tests).
+inline bool have_gpu(std::string* why) {
+  const DeviceInfo& d = device_info("cuda");
+  *why = d.reason;
+  return d.can_execute();
 }
 
 // `g` legalized for cuda, constants folded, dead code dropped, lowered to LIR with the memory plan

@@ -124,12 +124,14 @@ TEST(CpuAttention, FusedQkvFormMatchesReference) {
   for (int64_t i = 0; i < B * S; ++i) pm.set(i, (i / S == 1) ? (i % S) < 20 : 1);
   std::vector<Tensor> feed{wave(DType::f32, {B, S, Hd}, 7), pm};
   auto want = reference_run(g, feed);
-  setenv("RLX_PROFILE", "1", 1);
   CompileOptions o;
   o.device = "cpu";
   CompiledModel m(g, o);
-  auto got = m.run(feed);  // (the executable is built on the first run)
-  unsetenv("RLX_PROFILE");
+  std::vector<Tensor> got;
+  {
+    rlx_test::ScopedEnv profile("RLX_PROFILE", "1");
+    got = m.run(feed);  // (the executable is built on the first run)
+  }
   EXPECT_LE(max_rel_diff(got[0], want[0]), 2e-5);
   const std::string prof = m.profile();
   if (cpu::fast_gemm_available()) {  // the rewrite needs the AVX2 GEMM

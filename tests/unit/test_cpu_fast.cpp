@@ -169,7 +169,7 @@ Graph bert_layer(int64_t NH, int64_t D, int64_t F, const char* mask_kind) {
 
 TEST(CpuFastFusion, BertLayerMatchesReferenceAndFuses) {
   if (!cpu::fast_gemm_available()) GTEST_SKIP() << "no AVX2/FMA: the cpu rewrites are off";
-  setenv("RLX_PROFILE", "1", 1);
+  rlx_test::ScopedEnv profile("RLX_PROFILE", "1");
   for (const char* mk : {"padding", "none", "causal_padding"}) {
     Graph g = bert_layer(3, 10, 37, mk);  // H = 30, head dim 10, FFN 37: no size a multiple of 16
     for (auto [B, S] : {std::pair<int64_t, int64_t>{3, 19}, {1, 1}, {2, 70}}) {
@@ -191,7 +191,6 @@ TEST(CpuFastFusion, BertLayerMatchesReferenceAndFuses) {
       EXPECT_EQ(prof.find("transpose"), std::string::npos) << prof;
     }
   }
-  unsetenv("RLX_PROFILE");
 }
 
 TEST(CpuFastFusion, ResidualProducedAfterLinearIsNotFused) {

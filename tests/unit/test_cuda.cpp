@@ -32,11 +32,7 @@ CompileOptions on_cuda() {
   return o;
 }
 
-bool gpu(std::string* why) {
-  const DeviceInfo& d = device_info("cuda");
-  *why = d.reason;
-  return d.can_execute();
-}
+using cuda_test::have_gpu;
 
 TEST(Cuda, StatusExplainsItself) {
   const DeviceInfo& d = device_info("cuda");
@@ -57,7 +53,7 @@ TEST(Cuda, StatusExplainsItself) {
 
 TEST(Cuda, UnavailablePathFailsWithReason) {
   std::string why;
-  if (gpu(&why)) GTEST_SKIP() << "a GPU is present here: " << why;
+  if (have_gpu(&why)) GTEST_SKIP() << "a GPU is present here: " << why;
   Graph g;
   Builder b(g);
   b.output(b.unary(OpKind::Exp, b.input("x", DType::f32, {4})));
@@ -212,7 +208,9 @@ TEST(Cuda, TensorCoreAttentionRendersAndCompiles) {
       EXPECT_NE(ks.code.find(std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + (dt == DType::f16 ? "f16" : "bf16")),
                 std::string::npos) << c.D << " " << c.mask;
       EXPECT_EQ(ks.grid_y, static_cast<unsigned>(c.B * c.H));
-      if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << dtype_name(dt) << " D" << c.D << " " << c.mask;
+      if (a) {
+        EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << dtype_name(dt) << " D" << c.D << " " << c.mask;
+      }
     }
   }
   if (!a) GTEST_SKIP() << "rendered, not compiled: no NVRTC here: " << why;
@@ -241,9 +239,12 @@ TEST(Cuda, CumsumAndRngRenderAndCompile) {
       cuda::KernelSource ks;
       ASSERT_TRUE(cuda::render_library(k, in, out, &ks)) << k.label() << " " << dtype_name(dt);
       ++n;
-      if (k.op == OpKind::Cumsum && k.attrs.count("reverse"))
+      if (k.op == OpKind::Cumsum && k.attrs.count("reverse")) {
         EXPECT_NE(ks.code.find("(3 - s)"), std::string::npos) << ks.code;  // reversed over an axis of 4
-      if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label() << " " << dtype_name(dt);
+      }
+      if (a) {
+        EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label() << " " << dtype_name(dt);
+      }
     }
   }
   EXPECT_EQ(n, 4 * 3 + 3 * 2);
@@ -274,7 +275,9 @@ TEST(Cuda, ParallelReductionsRenderAndCompile) {
       cuda::KernelSource ks;
       ASSERT_TRUE(cuda::render_library(k, in, out, &ks));
       EXPECT_NE(ks.code.find("__syncthreads"), std::string::npos) << k.label();  // the parallel form
-      if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label() << " " << dtype_name(dt);
+      if (a) {
+        EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label() << " " << dtype_name(dt);
+      }
     }
   }
 }
@@ -306,7 +309,9 @@ TEST(Cuda, VectorNormsRenderAndCompile) {
       ASSERT_TRUE(cuda::render_library(k, in, out, &ks));
       EXPECT_NE(ks.code.find(dt == DType::f32 ? "float4" : "uint2"), std::string::npos) << k.label();
       ++norms;
-      if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label() << " " << dtype_name(dt);
+      if (a) {
+        EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label() << " " << dtype_name(dt);
+      }
     }
     EXPECT_EQ(norms, 3);
   }
@@ -340,7 +345,9 @@ TEST(Cuda, MlpTrainStepHasCudaKernels) {
       ASSERT_TRUE(cuda::render_library(k, in, out, &ks)) << k.label();
     }
     ++rendered;
-    if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label();
+    if (a) {
+      EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << k.label();
+    }
   }
   EXPECT_GE(gemms, 4);  // 2 forward + weight gradients at least
   EXPECT_GT(rendered, 0);
@@ -364,7 +371,9 @@ TEST(Cuda, MlpTrainStepMergesLaunches) {
     rows += label.rfind("rows(20)", 0) == 0;
     mask += label.rfind("rows(2)", 0) == 0;
     side += label.rfind("side-by-side(", 0) == 0;
-    if (a && !ks.code.empty()) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << label;
+    if (a && !ks.code.empty()) {
+      EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << label;
+    }
   }
   EXPECT_EQ(gemms, 5);
   EXPECT_EQ(rows, 1);     // the loss head
@@ -378,15 +387,11 @@ TEST(Cuda, MlpTrainStepMergesLaunches) {
 
 using cuda_test::rnd;
 
-double max_err(const Tensor& a, const Tensor& b) {
-  double e = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) e = std::max(e, std::abs(a.get(i) - b.get(i)));
-  return e;
-}
+using rlx_test::max_abs_diff;  // NaN on one side only counts as a mismatch
 
 TEST(Cuda, EncoderBlockMatchesReferenceAndGraphReplay) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   for (DType dt : {DType::f32, DType::f16}) {
     Graph g;
     Builder b(g);
@@ -413,15 +418,15 @@ TEST(Cuda, EncoderBlockMatchesReferenceAndGraphReplay) {
     auto eager = m.run(in);   // first run: eager launches
     auto replay = m.run(in);  // second run: captured CUDA graph
     double tol = dt == DType::f32 ? 2e-4 : 2e-2;
-    EXPECT_LT(max_err(eager[0], want[0]), tol) << dtype_name(dt);
-    EXPECT_EQ(max_err(eager[0], replay[0]), 0.0) << dtype_name(dt);
+    EXPECT_LT(max_abs_diff(eager[0], want[0]), tol) << dtype_name(dt);
+    EXPECT_EQ(max_abs_diff(eager[0], replay[0]), 0.0) << dtype_name(dt);
   }
 }
 
 
 TEST(Cuda, TensorCoreAttentionMatchesReference) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::mt19937 rng(11);
   for (DType dt : {DType::f16, DType::bf16}) {
     for (auto& c : kAttnCases) {
@@ -439,7 +444,7 @@ TEST(Cuda, TensorCoreAttentionMatchesReference) {
       auto got = m.run(in);
       // P is rounded to the input dtype before P.V (flash-attention style): a few ulps of a half.
       double tol = dt == DType::f16 ? 1e-2 : 4e-2;
-      EXPECT_LT(max_err(got[0], want[0]), tol) << dtype_name(dt) << " D" << c.D << " " << c.mask << " S" << c.S << " T" << c.T;
+      EXPECT_LT(max_abs_diff(got[0], want[0]), tol) << dtype_name(dt) << " D" << c.D << " " << c.mask << " S" << c.S << " T" << c.T;
     }
   }
 }
@@ -449,7 +454,7 @@ TEST(Cuda, TensorCoreAttentionMatchesReference) {
 // result matches the reference, with and without bias, also with erf-GELU after it.
 TEST(Cuda, BatchedSiblingLinearsMatchReference) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::mt19937 rng(7);
   for (DType dt : {DType::f32, DType::f16}) {
     for (const char* act : {"none", "gelu"}) {
@@ -466,8 +471,8 @@ TEST(Cuda, BatchedSiblingLinearsMatchReference) {
       CompiledModel m(g, on_cuda());
       auto got = m.run(in);
       double tol = dt == DType::f32 ? 2e-4 : 3e-2;
-      EXPECT_LT(max_err(got[0], want[0]), tol) << dtype_name(dt) << " " << act;
-      EXPECT_LT(max_err(got[1], want[1]), tol) << dtype_name(dt) << " " << act;
+      EXPECT_LT(max_abs_diff(got[0], want[0]), tol) << dtype_name(dt) << " " << act;
+      EXPECT_LT(max_abs_diff(got[1], want[1]), tol) << dtype_name(dt) << " " << act;
     }
   }
 }
@@ -475,7 +480,7 @@ TEST(Cuda, BatchedSiblingLinearsMatchReference) {
 
 TEST(Cuda, ParallelReductionsMatchReference) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::mt19937 rng(13);
   for (DType dt : {DType::f32, DType::f16, DType::i32}) {
     Graph g = reductions_graph(dt);
@@ -496,7 +501,7 @@ TEST(Cuda, ParallelReductionsMatchReference) {
 // matmul + row-vector bias add runs as one cuBLASLt GEMM with a bias epilogue (fold-bias-into-gemm).
 TEST(Cuda, GemmBiasFoldMatchesReference) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::mt19937 rng(17);
   for (DType dt : {DType::f32, DType::f16}) {
     Graph g;
@@ -509,15 +514,15 @@ TEST(Cuda, GemmBiasFoldMatchesReference) {
     auto want = reference_run(g, in);
     CompiledModel m(g, on_cuda());
     auto got = m.run(in);
-    EXPECT_LT(max_err(got[0], want[0]), dt == DType::f32 ? 1e-4 : 5e-2) << dtype_name(dt);
-    EXPECT_LT(max_err(got[1], want[1]), dt == DType::f32 ? 1e-5 : 1e-2) << dtype_name(dt);
+    EXPECT_LT(max_abs_diff(got[0], want[0]), dt == DType::f32 ? 1e-4 : 5e-2) << dtype_name(dt);
+    EXPECT_LT(max_abs_diff(got[1], want[1]), dt == DType::f32 ? 1e-5 : 1e-2) << dtype_name(dt);
   }
 }
 
 
 TEST(Cuda, VectorNormsMatchReference) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::mt19937 rng(19);
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     Graph g = norms_graph(dt);
@@ -539,7 +544,7 @@ TEST(Cuda, VectorNormsMatchReference) {
 // into the parameter inputs, in place or by a copy) follows train::Trainer on the cpu step by step.
 TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::vector<int64_t> sizes{784, 32, 10};
   const int64_t B = 64;
   Graph loss = models::mlp_loss_graph(sizes, B);
@@ -567,14 +572,14 @@ TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
     EXPECT_NEAR(cu->read_outputs()[0].get(0), want, 1e-5) << "step " << s;
   }
   auto params = cu->read_inputs();
-  for (int i = 0; i < 4; ++i) EXPECT_LT(max_err(params[i], ref.params()[i]), 1e-5) << "param " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_LT(max_abs_diff(params[i], ref.params()[i]), 1e-5) << "param " << i;
 }
 
 // train::Trainer on cuda drives the resident API (parameters stay on the GPU; data and scalars
 // written per step, read back on demand) and follows the cpu Trainer.
 TEST(Cuda, TrainerResidentOnCudaMatchesCpu) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   std::vector<int64_t> sizes{784, 32, 10};
   const int64_t B = 32;
   Graph loss = models::mlp_loss_graph(sizes, B);
@@ -588,14 +593,14 @@ TEST(Cuda, TrainerResidentOnCudaMatchesCpu) {
     double got = dev.step({x, y})[0].get(0), want = ref.step({x, y})[0].get(0);
     EXPECT_NEAR(got, want, 1e-5) << "step " << s;
   }
-  for (int i = 0; i < 4; ++i) EXPECT_LT(max_err(dev.params()[i], ref.params()[i]), 1e-5) << "param " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_LT(max_abs_diff(dev.params()[i], ref.params()[i]), 1e-5) << "param " << i;
 }
 
 // A plain run() through the same executable overwrites the device inputs; a later resident_write
 // of bytes equal to the last resident write must not be skipped as "unchanged" (last_small_).
 TEST(Cuda, ResidentWriteAfterPlainRunIsNotSkipped) {
   std::string why;
-  if (!gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU here: " << why;
   Graph g;
   Builder b(g);
   ValueId a = b.input("a", DType::f32, {4}), s = b.input("s", DType::f32, {4});

@@ -28,11 +28,7 @@ namespace {
 
 using cuda_test::rnd;
 
-bool have_gpu(std::string* why) {
-  const DeviceInfo& d = device_info("cuda");
-  *why = d.reason;
-  return d.can_execute();
-}
+using cuda_test::have_gpu;
 
 cuda::GemmShape shape(DType dt, int64_t M, int64_t N, int64_t K, const std::string& epi, bool bias = true,
                       int64_t batch = 1) {
@@ -257,7 +253,9 @@ TEST(CudaGemm, EmbeddingNormIsOneLaunch) {
       LirProgram p = cuda_test::cuda_lir(g);
       auto launches = cuda::render_for_check(p);
       ASSERT_EQ(launches.size(), 1u) << dtype_name(dt) << " H" << H;
-      if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", launches[0].second.code)) << dtype_name(dt);
+      if (a) {
+        EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", launches[0].second.code)) << dtype_name(dt);
+      }
     }
   // The embedding's sum is also a graph output: no fold.
   Graph g;

@@ -203,11 +203,14 @@ TEST(TrainGemm, FusedStepEpiloguesMatchReference) {
   train::OptimizerConfig c;  // plain SGD
   Graph step = train::build_train_step(loss, static_cast<int>(2 * (sizes.size() - 1)), c);
   std::vector<Tensor> in = rlx_test::train_step_inputs(step, 300, 0.3);
-  setenv("RLX_PROFILE", "1", 1);
-  CompiledModel m(step, CompileOptions{});
-  auto got = m.run(in);
-  std::string prof = m.profile();
-  unsetenv("RLX_PROFILE");
+  std::vector<Tensor> got;
+  std::string prof;
+  {
+    rlx_test::ScopedEnv profile("RLX_PROFILE", "1");
+    CompiledModel m(step, CompileOptions{});
+    got = m.run(in);
+    prof = m.profile();
+  }
   auto want = reference_run(step, in);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], 1e-4, "output " + std::to_string(i));
@@ -238,14 +241,14 @@ TEST(TrainGemm, BiasGradientsFoldIntoTheGemmBitwise) {
     Graph step = train::build_train_step(loss, static_cast<int>(2 * (n.sizes.size() - 1)), c);
     std::vector<Tensor> in = rlx_test::train_step_inputs(step, 400 + n.B, 0.3);
     auto run = [&](const char* fold, std::string* prof, int64_t* reduces) {
-      setenv("RLX_CPU_BIASGRAD", fold, 1);
-      setenv("RLX_PROFILE", "1", 1);
-      CompiledModel m(step, CompileOptions{});
-      auto out = m.run(in);
-      out = m.run(in);  // warm: the second run reuses the arena
-      *prof = m.profile();
-      unsetenv("RLX_PROFILE");
-      unsetenv("RLX_CPU_BIASGRAD");
+      std::vector<Tensor> out;
+      {
+        rlx_test::ScopedEnv biasgrad("RLX_CPU_BIASGRAD", fold), profile("RLX_PROFILE", "1");
+        CompiledModel m(step, CompileOptions{});
+        out = m.run(in);
+        out = m.run(in);  // warm: the second run reuses the arena
+        *prof = m.profile();
+      }
       *reduces = 0;
       for (size_t pos = 0; (pos = prof->find("calls  reduce_sum\n", pos)) != std::string::npos; ++pos) {
         size_t b = prof->rfind("us", pos);

@@ -17,6 +17,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/train_kernels.h"  // [issue 6 trainperf]
 #include "runtime/backend.h"
+#include "runtime/env.h"
 
 namespace rlx {
 
@@ -44,8 +45,7 @@ class CpuExecutable : public Executable {
     // [issue 3 minilm] RLX_PROFILE=cpu: per-kernel process CPU time (all threads), for a loaded machine.
     profile_cpu_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "cpu";
     profile_ = profile_ || profile_cpu_;
-    const char* fz = std::getenv("RLX_CPU_FUSE");
-    if (!(fz && std::string(fz) == "0")) {
+    if (env_on("RLX_CPU_FUSE", true)) {
       cpu::fuse_cpu_lir(p_);
       cpu::fuse_train_lir(p_);  // [issue 6 trainperf] bias/ReLU/ReLU-mask/SGD into GEMM epilogues
     }
@@ -75,6 +75,10 @@ class CpuExecutable : public Executable {
       labels_.push_back(label);
       Node n{k.op, {}, {}, k.attrs, k.origin};
       nodes_.push_back(n);
+      // [issue 6 losshead] a row region's plan, built once (rows_kernel runs it every step)
+      rows_.push_back(k.kind == KernelKind::Generated && k.attrs.count("cpu_rows")
+                          ? cpu::rows_prepare(k.body, attr_int(n, "cpu_rows"), attr_int(n, "cpu_cols"))
+                          : nullptr);
       // A lone elementwise op runs on the typed fused evaluator as a one-node body.
       Graph body;
       if (k.kind == KernelKind::Library && is_elementwise(k.op) && k.out.size() == 1) {
@@ -123,7 +127,7 @@ class CpuExecutable : public Executable {
       if (jit_->has(k)) {  // [issue 3 cpujit]
         jit_->run(k, in, out[0]);
       } else if (kr.kind == KernelKind::Generated && kr.attrs.count("cpu_rows")) {  // [issue 6 losshead] row region
-        cpu::rows_kernel(kr.body, attr_int(nodes_[k], "cpu_rows"), attr_int(nodes_[k], "cpu_cols"), in, out);
+        cpu::rows_kernel(rows_[k].get(), kr.body, attr_int(nodes_[k], "cpu_rows"), attr_int(nodes_[k], "cpu_cols"), in, out);
       } else if (kr.kind == KernelKind::Generated) {
         cpu::fused_kernel(kr.body, in, out[0]);
       } else if (!single_[k].nodes.empty()) {
@@ -144,8 +148,7 @@ class CpuExecutable : public Executable {
     std::vector<Tensor> outs;
     if (dest_) return outs;  // [issue 6 trainperf] run_into: the caller holds the outputs; allocate nothing
     for (int b : p_.outputs) outs.push_back(bufs_[b]);
-    if (!dest_)  // drop our references so the caller owns the outputs
-      for (int b : p_.outputs) bufs_[b] = Tensor();
+    for (int b : p_.outputs) bufs_[b] = Tensor();  // drop our references so the caller owns the outputs
     return outs;
   }
 
@@ -223,6 +226,7 @@ class CpuExecutable : public Executable {
   LirProgram p_;
   Tensor arena_;
   std::vector<Node> nodes_;
+  std::vector<std::shared_ptr<const cpu::RowPlan>> rows_;  // per kernel: a row region's plan, else null
   std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
   std::unique_ptr<cpu::JitProgram> jit_;  // [issue 3 cpujit]
   std::vector<std::string> labels_;

@@ -408,17 +408,9 @@ void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out)
 
 namespace {
 
-enum class RK : uint8_t { Full, Row, Col, Scalar };
+using RK = RowShape;  // train_kernels.h: the classes the rewrite uses too
 
-bool row_kind(const Shape& s, int64_t R, int64_t C, RK* k) {
-  int64_t n = 1;
-  for (auto& d : s) n *= d.v;
-  if (n == 1) return *k = RK::Scalar, true;
-  if (s.size() == 2 && s[0].v == R && s[1].v == C) return *k = RK::Full, true;
-  if ((s.size() == 1 && s[0].v == R) || (s.size() == 2 && s[0].v == R && s[1].v == 1)) return *k = RK::Row, true;
-  if ((s.size() == 1 && s[0].v == C) || (s.size() == 2 && s[0].v == 1 && s[1].v == C)) return *k = RK::Col, true;
-  return false;
-}
+bool row_kind(const Shape& s, int64_t R, int64_t C, RK* k) { return (*k = row_shape(s, R, C)) != RK::None; }
 
 size_t ty_width(Ty t) { return t == Ty::I64 ? 8 : 4; }
 
@@ -443,12 +435,16 @@ struct RStep {
   size_t tmp[3] = {0, 0, 0};  // Elem with a Full output: scratch for expanding a Row operand
 };
 
-struct RowPlan {
+}  // namespace
+
+struct RowPlan {  // declared in train_kernels.h; built once per kernel (rows_prepare)
   std::vector<RVal> vals;
   std::vector<RStep> steps;
   int64_t rb = 1;       // rows per block
   size_t scratch = 0;   // bytes per thread
 };
+
+namespace {
 
 // Builds the plan for `body` (false: not covered). Scratch is laid out for blocks of rb rows.
 bool rows_build(const Graph& body, int64_t R, int64_t C, RowPlan& P) {
@@ -566,38 +562,17 @@ void expand_rows(const E* x, int64_t len, int64_t C, E* y) {
 
 }  // namespace
 
-bool rows_plan_ok(const Graph& body, int64_t R, int64_t C) {
-  RowPlan P;
-  return rows_build(body, R, C, P);
+std::shared_ptr<const RowPlan> rows_prepare(const Graph& body, int64_t R, int64_t C) {
+  auto P = std::make_shared<RowPlan>();
+  if (!rows_build(body, R, C, *P)) return nullptr;
+  return P;
 }
 
-void rows_kernel(const Graph& body, int64_t R, int64_t C, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  // The plan is kept per thread for the last body seen (a check of its structure guards against a
-  // new body at a freed one's address): a warm call only checks the signature.
-  thread_local RowPlan plan;
-  thread_local const Graph* plan_body = nullptr;
-  thread_local uint64_t plan_sig = 0;
-  thread_local bool plan_ok = false;
-  uint64_t sig = 1469598103934665603ull ^ static_cast<uint64_t>(R * 1000003 + C);
-  auto mix = [&](uint64_t v) { sig = (sig ^ v) * 1099511628211ull; };
-  for (const Value& v : body.values) {
-    mix(static_cast<uint64_t>(v.type.dtype));
-    for (auto& d : v.type.shape) mix(static_cast<uint64_t>(d.v));
-  }
-  for (const Node& n : body.nodes) {
-    mix(static_cast<uint64_t>(n.op) * 31 + n.inputs.size());
-    for (ValueId v : n.inputs) mix(static_cast<uint64_t>(v));
-    for (ValueId v : n.outputs) mix(static_cast<uint64_t>(v));
-  }
-  for (ValueId v : body.inputs) mix(static_cast<uint64_t>(v));
-  for (ValueId v : body.outputs) mix(static_cast<uint64_t>(v));
-  RowPlan& P = plan;
-  if (plan_body != &body || plan_sig != sig) {
-    plan_body = &body;
-    plan_sig = sig;
-    plan_ok = rows_build(body, R, C, P);
-  }
-  bool ok = in.size() == body.inputs.size() && out.size() == body.outputs.size() && plan_ok;
+bool rows_plan_ok(const Graph& body, int64_t R, int64_t C) { return rows_prepare(body, R, C) != nullptr; }
+
+void rows_kernel(const RowPlan* plan, const Graph& body, int64_t R, int64_t C, const std::vector<Tensor>& in,
+                 std::vector<Tensor>& out) {
+  bool ok = in.size() == body.inputs.size() && out.size() == body.outputs.size() && plan != nullptr;
   for (size_t i = 0; ok && i < in.size(); ++i) ok = in[i].dtype() == body.type(body.inputs[i]).dtype;
   for (size_t i = 0; ok && i < out.size(); ++i) ok = out[i].dtype() == body.type(body.outputs[i]).dtype;
   if (!ok) {  // not covered (the rewrite checks first, so this is a safety net): the reference
@@ -621,6 +596,7 @@ void rows_kernel(const Graph& body, int64_t R, int64_t C, const std::vector<Tens
       if (a < be && b < ae) direct[o] = 0;
     }
   }
+  const RowPlan& P = *plan;
   const RowPlan& Pc = P;
   const std::vector<char>& dir = direct;  // the caller's (thread_local names are per thread)
   const int64_t rb = P.rb, nblocks = (R + rb - 1) / rb;

@@ -65,7 +65,7 @@ void column_sums(const float* B, int64_t ldb, int64_t K, int64_t N, float* colsu
     return;
   }
 #if defined(RLX_GEMM_X86)
-  if (N <= 16 && __builtin_cpu_supports("avx2")) return column_sums_narrow_avx2(B, ldb, K, N, colsum);
+  if (N <= 16 && simd::cpu_has_avx2()) return column_sums_narrow_avx2(B, ldb, K, N, colsum);
 #endif
   std::memcpy(colsum, B, static_cast<size_t>(N) * sizeof(float));
   for (int64_t k = 1; k < K; ++k)
@@ -617,8 +617,7 @@ bool fast_gemm_available() {
     const char* e = std::getenv("RLX_GEMM");
     if (e && std::string(e) == "blas") return false;
 #if defined(RLX_GEMM_X86)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return simd::cpu_has_avx2_fma();
 #else
     return false;
 #endif

@@ -68,6 +68,16 @@ RLX_AVX2_FN inline __m256i tail_mask(long n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// Whether this CPU runs the AVX2 paths (the one check every AVX2 kernel's dispatch uses; read once).
+inline bool cpu_has_avx2() {
+  static const bool a = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  return a;
+}
+inline bool cpu_has_avx2_fma() {
+  static const bool a = cpu_has_avx2() && __builtin_cpu_supports("fma");
+  return a;
+}
+
 }  // namespace rlx::cpu::simd
 
 #endif

@@ -21,8 +21,8 @@
 #include "lir/plan.h"
 #include "runtime/env.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "backends/cpu/simd_avx2.h"
 #define RLX_ROWS_AVX2 1  // [issue 6 losshead] short rows, 8 per vector
 #endif
 
@@ -86,6 +86,21 @@ inline __attribute__((always_inline)) float reduce_row(Red k, const float* x, in
   return v;
 }
 
+// The index of the first maximum (max) / minimum of p[0], p[stride], ... p[(n-1) stride]: first
+// extreme wins; a NaN is the extreme (the first NaN wins and stops the scan), like the reference.
+inline int64_t arg_scan(const float* p, int64_t n, int64_t stride, bool max) {
+  int64_t best = 0;
+  float b = p[0];
+  for (int64_t j = 1; j < n && b == b; ++j) {
+    float v = p[j * stride];
+    if (v != v || (max ? v > b : v < b)) {
+      b = v;
+      best = j;
+    }
+  }
+  return best;
+}
+
 #ifdef RLX_ROWS_AVX2
 // [issue 6 losshead] Rows shorter than 16 fold left to right (reduce_row's order for n < 16), so 8
 // rows at a time in the lanes of one vector, one strided gather per column, give the same bits as
@@ -137,17 +152,13 @@ __attribute__((target("avx2"))) int64_t argreduce_short_rows_avx2(bool max, cons
   return r;
 }
 
-bool has_avx2() {
-  static const bool a = __builtin_cpu_supports("avx2");
-  return a;
-}
 #endif
 
 // [issue 6 losshead] all rows in one call: the per-row RLX_SIMD dispatch cost more than a 10-wide row.
 RLX_SIMD void reduce_rows(Red k, const float* x, int64_t rows, int64_t n, float* y) {
   int64_t r = 0;
 #ifdef RLX_ROWS_AVX2
-  if (n > 1 && n < 16 && rows >= 8 && n * 8 < (int64_t{1} << 31) && has_avx2()) r = reduce_short_rows_avx2(k, x, rows, n, y);
+  if (n > 1 && n < 16 && rows >= 8 && n * 8 < (int64_t{1} << 31) && simd::cpu_has_avx2()) r = reduce_short_rows_avx2(k, x, rows, n, y);
 #endif
   for (; r < rows; ++r) y[r] = reduce_row(k, x + r * n, n);
 }
@@ -207,21 +218,8 @@ void arg_reduce_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Te
   const float* X = x.data<float>();
   int64_t* Y = out[0].data<int64_t>();
   if (I == 1) return argreduce_rows_f32(is_max, X, O, R, Y);  // [issue 6 losshead] shared with rows_kernel
-  // First extreme wins; a NaN is the extreme (the first NaN wins), like the reference.
   for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < I; ++i) {
-      const float* p = X + o * R * I + i;
-      int64_t best = 0;
-      float b = p[0];
-      for (int64_t j = 1; j < R && b == b; ++j) {
-        float v = p[j * I];
-        if (v != v || (is_max ? v > b : v < b)) {
-          b = v;
-          best = j;
-        }
-      }
-      Y[o * I + i] = best;
-    }
+    for (int64_t i = 0; i < I; ++i) Y[o * I + i] = arg_scan(X + o * R * I + i, R, I, is_max);
 }
 
 template <class E>
@@ -291,22 +289,9 @@ void reduce_rows_f32(int kind, const float* x, int64_t rows, int64_t n, float* y
 void argreduce_rows_f32(bool max, const float* x, int64_t rows, int64_t n, int64_t* y) {
   int64_t r0 = 0;
 #ifdef RLX_ROWS_AVX2
-  if (n > 1 && n < 1024 && rows >= 8 && has_avx2()) r0 = argreduce_short_rows_avx2(max, x, rows, n, y);
+  if (n > 1 && n < 1024 && rows >= 8 && simd::cpu_has_avx2()) r0 = argreduce_short_rows_avx2(max, x, rows, n, y);
 #endif
-  // First extreme wins; a NaN is the extreme (the first NaN wins), like the reference.
-  for (int64_t r = r0; r < rows; ++r) {
-    const float* p = x + r * n;
-    int64_t best = 0;
-    float b = p[0];
-    for (int64_t j = 1; j < n && b == b; ++j) {
-      float v = p[j];
-      if (v != v || (max ? v > b : v < b)) {
-        b = v;
-        best = j;
-      }
-    }
-    y[r] = best;
-  }
+  for (int64_t r = r0; r < rows; ++r) y[r] = arg_scan(x + r * n, n, 1, max);
 }
 
 KernelFn find_train_kernel(OpKind op, DType dt) {
@@ -534,17 +519,6 @@ void fuse_train_lir(LirProgram& p) {
 
 namespace {
 
-enum class PK { Full, Row, Col, Scalar, None };
-
-PK pkind(const Shape& s, int64_t R, int64_t C) {
-  int64_t n = 1;
-  for (auto& d : s) n *= d.v;
-  if (n == 1) return PK::Scalar;
-  if (s.size() == 2 && s[0].v == R && s[1].v == C) return PK::Full;
-  if ((s.size() == 1 && s[0].v == R) || (s.size() == 2 && s[0].v == R && s[1].v == 1)) return PK::Row;
-  if ((s.size() == 1 && s[0].v == C) || (s.size() == 2 && s[0].v == 1 && s[1].v == C)) return PK::Col;
-  return PK::None;
-}
 
 bool last_axis_reduce(const LirProgram& p, const LirKernel& k) {
   if (k.kind != KernelKind::Library || k.in.size() != 1 || k.out.size() != 1) return false;
@@ -569,21 +543,31 @@ bool last_axis_reduce(const LirProgram& p, const LirKernel& k) {
 // A kernel that can join a region over [R, C] (the body check, rows_plan_ok, comes last).
 bool row_member(const LirProgram& p, const LirKernel& k, int64_t R, int64_t C) {
   if (k.out.size() != 1 || k.attrs.count("cpu_epi") || k.attrs.count("cpu_rows")) return false;
-  PK y = pkind(p.buffers[k.out[0]].type.shape, R, C);
-  if (y != PK::Full && y != PK::Row) return false;
+  RowShape y = row_shape(p.buffers[k.out[0]].type.shape, R, C);
+  if (y != RowShape::Full && y != RowShape::Row) return false;
   for (int b : k.in)
-    if (pkind(p.buffers[b].type.shape, R, C) == PK::None) return false;
+    if (row_shape(p.buffers[b].type.shape, R, C) == RowShape::None) return false;
   if (k.kind == KernelKind::Generated) {
     if (k.body.outputs.size() != 1) return false;
     for (auto& n : k.body.nodes)
       if (!is_elementwise(n.op)) return false;
     return true;
   }
-  if (last_axis_reduce(p, k)) return pkind(p.buffers[k.in[0]].type.shape, R, C) == PK::Full;
+  if (last_axis_reduce(p, k)) return row_shape(p.buffers[k.in[0]].type.shape, R, C) == RowShape::Full;
   return k.op == OpKind::BroadcastInDim || k.op == OpKind::Reshape || is_elementwise(k.op);
 }
 
 }  // namespace
+
+RowShape row_shape(const Shape& s, int64_t R, int64_t C) {
+  int64_t n = 1;
+  for (auto& d : s) n *= d.v;
+  if (n == 1) return RowShape::Scalar;
+  if (s.size() == 2 && s[0].v == R && s[1].v == C) return RowShape::Full;
+  if ((s.size() == 1 && s[0].v == R) || (s.size() == 2 && s[0].v == R && s[1].v == 1)) return RowShape::Row;
+  if ((s.size() == 1 && s[0].v == C) || (s.size() == 2 && s[0].v == 1 && s[1].v == C)) return RowShape::Col;
+  return RowShape::None;
+}
 
 void fuse_rows_lir(LirProgram& p) {
   if (!env_on("RLX_CPU_ROWS", true)) return;

@@ -4,6 +4,7 @@
 // find_train_kernel for ops it has no entry for; executable.cpp runs fuse_train_lir. (Fused bodies
 // mixing f32 with bool/i32/i64 run on fused.cpp's typed evaluator, fused_kernel_typed.)
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -34,8 +35,17 @@ void fuse_train_lir(LirProgram& p);
 // kernel whose result only members read joins too (the region runs where the seed ran).
 // rows_plan_ok says whether rows_kernel covers a body.
 void fuse_rows_lir(LirProgram& p);
+// A value's shape class in a row region over [R, C] (the rewrite and the executor share it): Full
+// [R, C], Row [R] / [R, 1], Col [C] / [1, C], Scalar (one element); None otherwise.
+enum class RowShape : uint8_t { Full, Row, Col, Scalar, None };
+RowShape row_shape(const Shape& s, int64_t R, int64_t C);
+// rows_prepare builds rows_kernel's plan for a body once (null: not covered; the executable keeps it
+// per kernel); rows_kernel runs it, or the reference interpreter for a null plan or unexpected dtypes.
+struct RowPlan;
+std::shared_ptr<const RowPlan> rows_prepare(const Graph& body, int64_t R, int64_t C);
 bool rows_plan_ok(const Graph& body, int64_t R, int64_t C);
-void rows_kernel(const Graph& body, int64_t R, int64_t C, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void rows_kernel(const RowPlan* plan, const Graph& body, int64_t R, int64_t C, const std::vector<Tensor>& in,
+                 std::vector<Tensor>& out);
 // y[r] = reduction (0 sum, 1 max, 2 min; NaN propagates) of row r of x[rows, n], in the fixed order the
 // reduce_sum/max/min kernels use (8 lanes, then the tail), so every caller gets the same bits.
 void reduce_rows_f32(int kind, const float* x, int64_t rows, int64_t n, float* y);

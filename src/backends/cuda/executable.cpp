@@ -235,10 +235,10 @@ class CudaExecutable : public CudaExecutableApi {
               " expects ", bytes, " bytes of ", dtype_name(p_.buffers[b].type.dtype));
     if (!bytes) return;
     if (bytes <= kSmallWrite && !fb_targets_.count(i)) {  // a fed-back input changes on the device
-      std::string now(static_cast<const char*>(t.raw()), bytes);
-      auto it = last_small_.find(i);
-      if (it != last_small_.end() && it->second == now) return;
-      last_small_[i] = std::move(now);
+      const char* now = static_cast<const char*>(t.raw());
+      std::string& last = last_small_[i];  // compared in place: no string built on the per-step path
+      if (last.size() == bytes && std::memcmp(last.data(), now, bytes) == 0) return;
+      last.assign(now, bytes);
     }
     Api& a = api();
     auto ev = write_ev_.find(b);
@@ -268,36 +268,11 @@ class CudaExecutable : public CudaExecutableApi {
     RLX_CHECK(i >= 0 && i < static_cast<int>(p_.inputs.size()), "[cuda] resident_read_input: ", i, " out of range");
     return read_buffer(p_.inputs[i]);
   }
-  Tensor read_buffer(int b) {
-    Api& a = api();
-    const LirBuffer& lb = p_.buffers[b];
-    Tensor t(lb.type.dtype, static_dims(lb.type.shape));
-    if (t.nbytes()) {
-      check(a.cuMemcpyDtoHAsync(staging_.at(b).ptr, ptr_[b], t.nbytes(), stream_), "read buffer");
-      check(a.cuStreamSynchronize(stream_), "sync");
-      std::memcpy(t.raw(), staging_.at(b).ptr, t.nbytes());
-    }
-    return t;
-  }
+  Tensor read_buffer(int b) { return read_buffers({b})[0]; }
 
   std::vector<Tensor> read_outputs() override { return download(); }
 
-  std::vector<Tensor> read_inputs() override {
-    Api& a = api();
-    std::vector<Tensor> r;
-    check(a.cuStreamSynchronize(stream_), "sync");
-    for (int b : p_.inputs) {
-      const LirBuffer& lb = p_.buffers[b];
-      Tensor t(lb.type.dtype, static_dims(lb.type.shape));
-      if (t.nbytes()) {
-        check(a.cuMemcpyDtoHAsync(staging_.at(b).ptr, ptr_[b], t.nbytes(), stream_), "read input");
-        check(a.cuStreamSynchronize(stream_), "sync");
-        std::memcpy(t.raw(), staging_.at(b).ptr, t.nbytes());
-      }
-      r.push_back(std::move(t));
-    }
-    return r;
-  }
+  std::vector<Tensor> read_inputs() override { return read_buffers(p_.inputs); }
 
   std::string summary() const override {
     int gemms = 0, launches = 0, copies = 0, compiled = compiled_, disk_hits = disk_hits_;
@@ -420,7 +395,7 @@ class CudaExecutable : public CudaExecutableApi {
       if (L.ks.size() >= 2) {
         std::vector<MergePart> parts = mp.parts(L.ks, L.mode, L.rows, L.tail);
         std::vector<CUdeviceptr> args;
-        const char* kind = L.mode == MergeMode::Rows ? "rows" : (L.mode == MergeMode::Sequential ? "region" : "side-by-side");
+        const char* kind = merge_mode_name(L.mode);
         std::string label = std::string(kind) + "(" + std::to_string(L.ks.size()) + ":";
         for (size_t j : L.ks) {
           const LirKernel& k = p_.kernels[j];
@@ -592,15 +567,19 @@ class CudaExecutable : public CudaExecutableApi {
     }
   }
 
-  std::vector<Tensor> download() {
+  std::vector<Tensor> download() { return read_buffers(p_.outputs); }
+
+  // Device buffers `bs` to host tensors: every copy queued on the stream behind the work already
+  // there, one synchronize, then out of the pinned staging blocks.
+  std::vector<Tensor> read_buffers(const std::vector<int>& bs) {
     Api& a = api();
-    for (int b : p_.outputs) {
+    for (int b : bs) {
       size_t bytes = static_cast<size_t>(p_.buffers[b].bytes());
-      if (bytes) check(a.cuMemcpyDtoHAsync(staging_.at(b).ptr, ptr_[b], bytes, stream_), "download output");
+      if (bytes) check(a.cuMemcpyDtoHAsync(staging_.at(b).ptr, ptr_[b], bytes, stream_), "read buffer");
     }
     check(a.cuStreamSynchronize(stream_), "run");
     std::vector<Tensor> outs;
-    for (int b : p_.outputs) {
+    for (int b : bs) {
       const LirBuffer& lb = p_.buffers[b];
       Tensor t(lb.type.dtype, static_dims(lb.type.shape));
       if (t.nbytes()) std::memcpy(t.raw(), staging_.at(b).ptr, t.nbytes());
@@ -750,7 +729,7 @@ std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProg
   }
   for (auto& L : mp.plan(env_on("RLX_CUDA_MERGE", true), env_on("RLX_CUDA_ROWS", true))) {
     if (L.ks.size() >= 2) {
-      const char* kind = L.mode == MergeMode::Rows ? "rows" : (L.mode == MergeMode::Sequential ? "region" : "side-by-side");
+      const char* kind = merge_mode_name(L.mode);
       r.emplace_back(std::string(kind) + "(" + std::to_string(L.ks.size()) + ")",
                      render_merged(mp.parts(L.ks, L.mode, L.rows, L.tail), L.mode, L.rows));
       continue;

@@ -14,7 +14,6 @@ namespace rlx::cuda {
 using namespace detail;
 
 int fold_embedding_norm(LirProgram& p) {
-  if (!env_on("RLX_CUDA_EMBED_NORM", true)) return 0;
   auto [uses, producer] = count_uses(p);
   auto only_use = [&](int b) { return b >= 0 && uses[b] == 1 && p.buffers[b].kind == BufferKind::Arena; };
   std::vector<bool> dead(p.kernels.size(), false);

@@ -646,7 +646,7 @@ void backend_rewrites(LirProgram& p, int* folded, int* folded_adds, int* batched
   if (env_on("RLX_CUDA_BATCH_LINEARS", true)) *batched = batch_sibling_linears(p);
   *gemm_bias = fold_gemm_bias(p);
   fold_gemm_layernorm(p);  // [issue 7 cudaminilm] linear + residual layer_norm -> one GEMM with a norm epilogue (gemm.cpp)
-  fold_embedding_norm(p);  // [issue 7 cudaminilm] embedding + adds + layer_norm -> one kernel (fuse_embed.cpp)
+  if (env_on("RLX_CUDA_EMBED_NORM", true)) fold_embedding_norm(p);  // [issue 7 cudaminilm] embedding + adds + layer_norm -> one kernel (fuse_embed.cpp)
   reorder_row_regions(p);
   grid_layout(p);  // [issue 7 cudamnist]
 }

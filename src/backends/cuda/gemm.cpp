@@ -246,10 +246,10 @@ void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C
                               reinterpret_cast<void*>(ws), ws_, st),
              "matmul");
   if (post_.fn) {  // [issue 7 cudaminilm] the epilogue cuBLASLt cannot do, as its own kernel
-    std::vector<CUdeviceptr> args = ln ? std::vector<CUdeviceptr>{scratch_, res_, gamma_, beta_, C} : std::vector<CUdeviceptr>{C};
-    std::vector<void*> params;
-    for (auto& p : args) params.push_back(&p);
-    check(a.cuLaunchKernel(post_.fn, post_.ks.grid, post_.ks.grid_y, 1, post_.ks.block, 1, 1, post_.ks.smem, st, params.data(), nullptr),
+    CUdeviceptr args[5] = {scratch_, res_, gamma_, beta_, C};  // layernorm's operands; an activation takes C alone
+    if (!ln) args[0] = C;
+    void* params[5] = {&args[0], &args[1], &args[2], &args[3], &args[4]};
+    check(a.cuLaunchKernel(post_.fn, post_.ks.grid, post_.ks.grid_y, 1, post_.ks.block, 1, 1, post_.ks.smem, st, params, nullptr),
           "GEMM epilogue kernel");
   }
 }

@@ -32,7 +32,7 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
   if (from_disk_cache) *from_disk_cache = false;
   auto it = mem.find(hex);
   if (it != mem.end()) return it->second;
-  bool disk = !std::getenv("RLX_CUDA_NO_DISK_CACHE");
+  bool disk = !env_is_1("RLX_CUDA_NO_DISK_CACHE");
   std::string path = disk ? cache_dir("cuda") + "/" + hex + ".cubin" : "";
   if (disk) {
     std::ifstream f(path, std::ios::binary);
@@ -71,17 +71,30 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
 CUfunction load_function(const KernelSource& ks, bool* disk_hit) {
   static std::mutex mu;
   static std::map<std::string, CUfunction> loaded;
-  std::string bin = nvrtc_compile(ks.code, disk_hit);
+  Api& a = api();
+  // Raised per request: the same source may be launched with more dynamic shared memory later.
+  auto smem = [&](CUfunction fn) {
+    if (ks.smem > 48 * 1024)
+      check(a.cuFuncSetAttribute(fn, kFuncAttrMaxDynSmem, static_cast<int>(ks.smem)), "cuFuncSetAttribute(dynamic smem)");
+    return fn;
+  };
+  {  // loaded already: no hashing, no compile-cache lookup
+    std::lock_guard<std::mutex> g(mu);
+    auto it = loaded.find(ks.code);
+    if (it != loaded.end()) {
+      if (disk_hit) *disk_hit = false;
+      return smem(it->second);
+    }
+  }
+  std::string bin = nvrtc_compile(ks.code, disk_hit);  // outside the module lock
   std::lock_guard<std::mutex> g(mu);
   auto it = loaded.find(ks.code);
-  if (it != loaded.end()) return it->second;
-  Api& a = api();
+  if (it != loaded.end()) return smem(it->second);
   CUmodule mod = nullptr;
   CUfunction fn = nullptr;
   check(a.cuModuleLoadData(&mod, bin.data()), "cuModuleLoadData");
   check(a.cuModuleGetFunction(&fn, mod, "rlx_kernel"), "cuModuleGetFunction");
-  if (ks.smem > 48 * 1024) check(a.cuFuncSetAttribute(fn, kFuncAttrMaxDynSmem, static_cast<int>(ks.smem)), "cuFuncSetAttribute(dynamic smem)");
-  return loaded[ks.code] = fn;
+  return loaded[ks.code] = smem(fn);
 }
 
 }  // namespace rlx::cuda

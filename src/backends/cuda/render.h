@@ -43,6 +43,10 @@ KernelSource render_activation(const std::string& act, const ValueType& t);
 //    over the GPU; the cross-row reductions follow in a sequential launch).
 constexpr int kSequentialThreads = 1024, kRowThreads = 256;
 enum class MergeMode { Sequential, Concurrent, Rows };
+// The launch kind in labels and profiles: "region", "side-by-side" or "rows".
+inline const char* merge_mode_name(MergeMode m) {
+  return m == MergeMode::Rows ? "rows" : m == MergeMode::Sequential ? "region" : "side-by-side";
+}
 // Rows per block of a row launch whose widest part has `max_row_elems` output elements per row
 // (with a tail: at most kMaxTailBlocks blocks, so few partials are combined).
 constexpr int64_t kMaxTailBlocks = 64;

@@ -312,7 +312,7 @@ KernelSource attention_kernel(const LirKernel& k, const std::vector<ValueType>& 
   double scale = attr_float(nd, "scale");
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(D));
   if (attention_mma_ok(in, g) && in.size() >= 3 && out.dtype == in[0].dtype) return attention_mma_kernel(k, in, out, g, scale, sm_count);
-  if (D <= 64 && Dv <= 64 && !std::getenv("RLX_CUDA_ATTN_WARP")) return attention_rows_kernel(k, in, out, g, scale, sm_count);
+  if (D <= 64 && Dv <= 64 && !env_is_1("RLX_CUDA_ATTN_WARP")) return attention_rows_kernel(k, in, out, g, scale, sm_count);
   const int kWarps = 8, kRows = 4, kRowsPerBlock = kWarps * kRows;
   int64_t dv_slots = (Dv + 31) / 32;
   DType t = in[0].dtype;

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/render_internal.h"
+#include "codegen/renderer.h"
 
 namespace rlx::cuda {
 
@@ -317,7 +318,7 @@ int epi_code(const std::string& e) {
   return -1;
 }
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using codegen::ceil_div;  // codegen/renderer.h
 
 size_t smem_bytes(const OwnGemmConfig& c) {
   return static_cast<size_t>(c.stages) * static_cast<size_t>(c.bm + c.bn) * static_cast<size_t>(c.bk + 8) * 2;
@@ -365,7 +366,7 @@ std::vector<OwnGemmConfig> own_gemm_configs(const GemmShape& s, int64_t sm_count
         r.push_back(g);
         break;
       }
-      if (r.size() >= 2 && cdiv(s.M, r.back().bm) * r.back().cluster >= enough) break;
+      if (r.size() >= 2 && ceil_div(s.M, r.back().bm) * r.back().cluster >= enough) break;
     }
     return r;
   }
@@ -374,7 +375,7 @@ std::vector<OwnGemmConfig> own_gemm_configs(const GemmShape& s, int64_t sm_count
   for (const OwnGemmConfig& c : all) {
     if (c.bn > 128 && s.N < 1024) continue;  // wide tiles only for wide outputs
     r.push_back(c);
-    if (r.size() >= 2 && cdiv(s.M, c.bm) * cdiv(s.N, c.bn) * s.batch >= enough) break;
+    if (r.size() >= 2 && ceil_div(s.M, c.bm) * ceil_div(s.N, c.bn) * s.batch >= enough) break;
   }
   return r;
 }
@@ -395,8 +396,8 @@ KernelSource render_own_gemm(const GemmShape& s, const OwnGemmConfig& c) {
   KernelSource ks;
   ks.code = o.str();
   ks.block = static_cast<unsigned>(32 * c.warps_m * c.warps_n);
-  ks.grid = static_cast<unsigned>(c.cluster > 1 ? c.cluster : cdiv(s.N, c.bn));
-  ks.grid_y = static_cast<unsigned>(cdiv(s.M, c.bm));
+  ks.grid = static_cast<unsigned>(c.cluster > 1 ? c.cluster : ceil_div(s.N, c.bn));
+  ks.grid_y = static_cast<unsigned>(ceil_div(s.M, c.bm));
   ks.smem = static_cast<unsigned>(smem_bytes(c));
   ks.num_params = 8;
   return ks;
