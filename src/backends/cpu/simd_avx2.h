@@ -1,4 +1,4 @@
-// [issue 6 cpugemm] AVX2+FMA helpers shared by the cpu kernels that are compiled per function for
+// AVX2+FMA helpers shared by the cpu kernels that are compiled per function for
 // AVX2 (target attributes; the rest of the file stays baseline x86-64): the 8-lane exp used by the
 // GEMM's GELU epilogue (gemm_avx2.cpp) and by attention's softmax (nn.cpp), and horizontal
 // reductions. Include only from x86-64 GCC/Clang code (RLX_SIMD_AVX2 says whether it is available).
@@ -6,6 +6,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "backends/cpu/isa.h"
 #define RLX_SIMD_AVX2 1
 #define RLX_AVX2_FN __attribute__((target("avx2,fma")))
 
@@ -68,15 +69,13 @@ RLX_AVX2_FN inline __m256i tail_mask(long n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// Whether this CPU runs the AVX2 paths (the one check every AVX2 kernel's dispatch uses; read once).
+// Whether the AVX2 paths run: the level in use (isa.h: the host's, or RLX_CPU_ISA) is AVX2 or above.
+// The one check every AVX2 kernel's dispatch uses.
 inline bool cpu_has_avx2() {
-  static const bool a = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  static const bool a = cpu_isa() >= CpuIsa::Avx2;
   return a;
 }
-inline bool cpu_has_avx2_fma() {
-  static const bool a = cpu_has_avx2() && __builtin_cpu_supports("fma");
-  return a;
-}
+inline bool cpu_has_avx2_fma() { return cpu_has_avx2(); }  // the Avx2 level includes FMA and F16C
 
 }  // namespace rlx::cpu::simd
 
