@@ -109,26 +109,73 @@ onnx-conformance-libonnx: build
 onnx-conformance: onnx-conformance-libonnx
 # --- end [issue 4] libonnx-testdata
 
-# --- [issue 4] fuzzing (not part of `make test`: a full clang build of the core, 41 min on the shared 2-core box, + 2 min): libFuzzer targets for the ONNX,
-# rten, safetensors and GGUF parsers, built with clang (-fsanitize=fuzzer,address) in $(FUZZ_BUILD), each
-# run for FUZZ_SECONDS from the committed seeds in tests/fuzz/corpus/<format> (new inputs go to
-# $(FUZZ_BUILD)/corpus). A crash, leak or ASan report fails the target and leaves crash-* files.
-FUZZ_BUILD ?= build-fuzz
+# --- sanitizers and coverage-guided fuzzing (CI runs both): one clang build in $(SAN_BUILD) with
+# ASan + UBSan (-DRLX_SANITIZE=ON; undefined behaviour aborts) and libFuzzer coverage (-DRLX_FUZZ=ON),
+# at -O1 with line tables, so one extra compile of the core serves the unit suite and the fuzzers.
+# `make test-sanitize` runs the unit suite there; `make fuzz-smoke` runs each parser's libFuzzer target
+# for FUZZ_SECONDS from the committed seeds (tests/fuzz/corpus/<format>) and the committed crash
+# regressions (tests/fuzz/regressions); new inputs go to $(SAN_BUILD)/corpus. A crash, leak or
+# sanitizer report fails the target and leaves the input in $(SAN_BUILD)/crashes/<format>/.
+SAN_BUILD ?= build-san
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS ?= onnx rten safetensors gguf
-.PHONY: fuzz-build fuzz-smoke
-fuzz-build: setup
-	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DRLX_FUZZ=ON -DRLX_TESTS=OFF -DRLX_PYTHON=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+# Portable-GPU drivers (Mesa lavapipe/llvmpipe, PoCL) run their own LLVM inside the process; their leaks
+# are theirs, not ours (tests/sanitize/lsan.supp names them).
+SAN_ENV ?= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# All of the unit suite but the three portable-GPU conformance sweeps (driver-bound: ~11 minutes
+# normally, on Mesa/PoCL code we do not instrument); then the ONNX node suite through the sanitized
+# importer (every case in a child: a sanitizer abort fails that case).
+SAN_TEST_FILTER ?= -*ConformanceOnEveryClaimedCase
+.PHONY: san-build test-sanitize fuzz-build fuzz-smoke
+$(SAN_BUILD)/build.ninja:
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRLX_SANITIZE=ON -DRLX_FUZZ=ON -DRLX_TESTS=ON -DRLX_PYTHON=OFF \
+	  -DPython_EXECUTABLE=$$(command -v $(PY))
+san-build: setup $(SAN_BUILD)/build.ninja
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target rlx rlx_tests $(addprefix fuzz_,$(FUZZ_TARGETS))
+test-sanitize: san-build
+	cd $(SAN_BUILD) && $(SAN_ENV) ./bin/rlx_tests --gtest_filter='$(SAN_TEST_FILTER)' --gtest_brief=1
+	$(PY) tests/onnx/gen_node_suite.py $(BUILD)/onnx-node
+	$(SAN_ENV) $(SAN_BUILD)/bin/rlx onnx-suite $(BUILD)/onnx-node --xfail tests/onnx/expected_failures.txt \
+	  --jobs $(JOBS) --timeout 300
+fuzz-build: san-build
 fuzz-smoke: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes/$$t; \
+	  mkdir -p $(SAN_BUILD)/corpus/$$t $(SAN_BUILD)/crashes/$$t; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_BUILD)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=3072 -max_len=65536 \
-	    -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t/ $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
-	    > $(FUZZ_BUILD)/fuzz_$$t.log 2>&1; rc=$$?; \
-	  grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec' $(FUZZ_BUILD)/fuzz_$$t.log; \
-	  if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_BUILD)/fuzz_$$t.log; exit 1; fi; \
+	  $(SAN_ENV) $(SAN_BUILD)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=3072 \
+	    -max_len=65536 -artifact_prefix=$(SAN_BUILD)/crashes/$$t/ $(SAN_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
+	    tests/fuzz/regressions > $(SAN_BUILD)/fuzz_$$t.log 2>&1; rc=$$?; \
+	  grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|cov: ' $(SAN_BUILD)/fuzz_$$t.log | tail -n 3; \
+	  if [ $$rc -ne 0 ]; then tail -n 60 $(SAN_BUILD)/fuzz_$$t.log; \
+	    echo "fuzz_$$t failed: add the input in $(SAN_BUILD)/crashes/$$t/ to tests/fuzz/regressions/ with the fix"; exit 1; fi; \
 	done
-# --- end [issue 4] fuzzing
+# --- end sanitizers and fuzzing
+
+# --- ISA matrix: the cpu conformance cases and the cpu kernel and model-parity tests once per
+# instruction-set level this host supports (RLX_CPU_ISA; `rlx devices` lists the levels). `make test`
+# runs the host's own level; this runs every level, lowest first.
+ISA_TEST_FILTER ?= Conformance.*:CpuKernels.*:CpuFast*:CpuJit.*:CpuAttention.*:CpuConv*:RowFuse.*:GemmF32.*:Gemm*:SimdAvx2.*:Bert.*:Qwen3.*:Train*:Session.*
+.PHONY: test-isa
+test-isa: build
+	@levels=$$($(BUILD)/bin/rlx devices | sed -n 's/.*ISA levels: \([a-z0-9 ]*\);.*/\1/p' | head -n 1); \
+	[ -n "$$levels" ] || { echo "test-isa: rlx devices named no ISA levels"; exit 1; }; \
+	for l in $$levels; do \
+	  echo "== RLX_CPU_ISA=$$l"; \
+	  RLX_CPU_ISA=$$l $(BUILD)/bin/rlx devices | grep -q "ISA $$l" || { echo "test-isa: level $$l not in use"; exit 1; }; \
+	  RLX_CPU_ISA=$$l $(BUILD)/bin/rlx_tests --gtest_filter='$(ISA_TEST_FILTER)' --gtest_brief=1 || exit 1; \
+	done; echo "test-isa: levels covered: $$levels"
+# --- end ISA matrix
+
+# --- everything CI runs (.ci/run), each stage timed. The main build is reconfigured with warnings as
+# errors (-DRLX_WERROR=ON): the tree builds warning-free at -Wall -Wextra and stays so.
+.PHONY: ci
+ci: setup $(BUILD)/build.ninja
+	cmake -S . -B $(BUILD) -DRLX_WERROR=ON >/dev/null
+	@t0=$$(date +%s); for s in onnx-conformance test test-isa test-sanitize fuzz-smoke; do \
+	  t=$$(date +%s); echo "== ci: $$s"; $(MAKE) --no-print-directory $$s || { echo "== ci: $$s FAILED"; exit 1; }; \
+	  echo "== ci: $$s took $$(( $$(date +%s) - t )) s"; \
+	done; echo "== ci: all stages passed in $$(( $$(date +%s) - t0 )) s"

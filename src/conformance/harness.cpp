@@ -65,7 +65,8 @@ std::vector<ConformanceRow> run_conformance(const std::string& device, bool exec
   std::vector<ConformanceRow> rows;
   const DeviceInfo& dev = device_info(device);
   for (auto& c : conformance_cases()) {
-    ConformanceRow r{std::string(op_name(c.op)), std::string(dtype_name(c.dtype)), device};
+    ConformanceRow r;
+    r.op = op_name(c.op), r.dtype = dtype_name(c.dtype), r.device = device;
     try {
       Legalized l = legalize(c.graph, device, {});
       for (auto& row : l.report.rows)  // the case's own row (a rewrite also records the promoted op's row)
@@ -86,7 +87,9 @@ std::vector<ConformanceRow> run_conformance(const std::string& device, bool exec
     }
     try {
       auto want = reference_run(c.graph, c.inputs);
-      CompiledModel m(c.graph, CompileOptions{device});
+      CompileOptions co;
+      co.device = device;
+      CompiledModel m(c.graph, co);
       auto got = m.run(c.inputs);
       bool all = true;
       for (size_t i = 0; i < want.size(); ++i) {

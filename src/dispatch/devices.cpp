@@ -66,7 +66,10 @@ std::string probe(const char* lib) {
 
 }  // namespace
 int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp (issue 7)
-namespace cpu { std::string jit_probe(); }  // [issue 3 cpujit] src/backends/cpu/jit.cpp
+namespace cpu {
+std::string jit_probe();    // src/backends/cpu/jit.cpp
+std::string isa_summary();  // src/backends/cpu/isa.cpp
+}  // namespace cpu
 namespace {
 
 // [cleanup: lazy probing] Builds the entry of device `only` alone: probing a device loads its
@@ -88,7 +91,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   // cpu: every MIR primitive; f16/bf16 contractions are promoted to f32 (no half GEMM on x86 here).
   if (want("cpu")) {  // [cleanup: lazy probing]
     DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
-                   DeviceStatus::Available, "always available" + (probing ? "; " + cpu::jit_probe() : ""),  // [cleanup2]
+                   DeviceStatus::Available, "always available" + (probing ? "; " + cpu::isa_summary() + "; " + cpu::jit_probe() : ""),
                    all_mir(DTypeSet::all())};  // [issue 3 cpujit]
     cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64,
                                                      D::u16, D::u32, D::u64});  // [issue 4: dtypes] u* via the generic kernel

@@ -221,6 +221,15 @@ size_t row_bytes(GgmlType t, int64_t n) {
   return static_cast<size_t>(n / tr->block_elems) * tr->block_bytes;
 }
 
+namespace {
+template <class T>
+T load(const void* p, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(p) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+}  // namespace
+
 void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
   const TypeTraits* tr = type_traits(static_cast<uint32_t>(t));
   RLX_CHECK(tr, "[quant] unknown type id ", static_cast<uint32_t>(t));
@@ -229,14 +238,15 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
   int64_t nb = n / tr->block_elems;
   switch (t) {
     case GgmlType::F32: std::memcpy(y, src, n * 4); return;
+    // Element loads through memcpy: a caller's buffer need not be aligned to the element.
     case GgmlType::F16:
-      for (int64_t i = 0; i < n; ++i) y[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = f16_to_f32(load<uint16_t>(src, i));
       return;
     case GgmlType::BF16:
-      for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(load<uint16_t>(src, i));
       return;
     case GgmlType::F64:
-      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<const double*>(src)[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(load<double>(src, i));
       return;
     case GgmlType::Q4_0: return deq_q4_0(static_cast<const BlockQ4_0*>(src), y, nb);
     case GgmlType::Q4_1: return deq_q4_1(static_cast<const BlockQ4_1*>(src), y, nb);

@@ -1,7 +1,6 @@
 // libFuzzer target for the GGUF reader: any input must parse or throw rlx::Error, never crash.
-// Build (clang): clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
-//   tests/fuzz/fuzz_gguf.cpp src/formats/gguf/reader.cpp src/quant/dequant.cpp src/ir/dtype.cpp src/ir/tensor.cpp -o fuzz_gguf
-// Run: ./fuzz_gguf -max_total_time=60 tests/models/qwen3/   (the .gguf files there seed the corpus)
+// Built and run by `make fuzz-smoke` (Makefile; tests/fuzz/README.md); the .gguf files in
+// tests/models/qwen3/ make good extra seeds.
 #include <cstdint>
 #include <memory>
 

@@ -1,9 +1,6 @@
 // libFuzzer target for the safetensors header parser: any input must parse or throw rlx::Error.
 // Input layout as in a file: u64 LE header length, header JSON, data section.
-// Build (clang): clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
-//   tests/fuzz/fuzz_safetensors.cpp src/formats/safetensors.cpp src/formats/file_io.cpp src/ir/dtype.cpp \
-//   src/ir/tensor.cpp -o fuzz_safetensors
-// Run: ./fuzz_safetensors -max_total_time=60
+// Built and run by `make fuzz-smoke` (Makefile; tests/fuzz/README.md).
 #include <cstdint>
 #include <string>
 

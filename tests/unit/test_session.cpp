@@ -82,7 +82,9 @@ TEST(Session, UnavailableDeviceCompilesButRefusesToRun) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot execute on this machine"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(CompiledModel(load_graph_file(example("mlp.rlx")), CompileOptions{"nope"}), Error);
+  CompileOptions nope;
+  nope.device = "nope";
+  EXPECT_THROW(CompiledModel(load_graph_file(example("mlp.rlx")), nope), Error);
 }
 
 TEST(Session, DumpsEveryLevel) {

@@ -17,6 +17,7 @@
 #include "rlx/builder.h"
 #include "runtime/backend.h"
 #include "train/train.h"
+#include "test_util.h"
 
 using namespace rlx;
 
@@ -405,8 +406,8 @@ TEST(TrainCheckpoint, SafetensorsRoundTripAndErrors) {
 
 // The accuracy test of the suite: MLP 784-64-10 on the MNIST 8k/2k split, a few hundred steps.
 TEST(TrainMnist, MlpLearnsMnistSplit) {
-  std::string dir = std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  std::string dir = mnist_dir();
+  RLX_REQUIRE_DIR(dir);
   auto ds = data::load_dataset("mnist", dir);
   const int64_t B = 64;
   std::vector<int64_t> sizes = {784, 64, 10};
@@ -511,8 +512,8 @@ TEST(Amp, F16LossScalingSkipsOverflowAndTrains) {
 // earlier one-epoch momentum run was chaotic, 1-ulp GEMM rounding changes moved bf16 by 15 points
 // (trainfeat/trainperf, round 3). Measured: f32 0.9255, bf16 0.9250 (packed GEMM) / 0.9260 (BLAS).
 TEST(Amp, Bf16TrainingReachesFp32Accuracy) {
-  std::string dir = std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  std::string dir = mnist_dir();
+  RLX_REQUIRE_DIR(dir);
   auto ds = data::load_dataset("mnist", dir);
   const int64_t B = 64, per_epoch = 8000 / B;
   std::vector<int64_t> sizes = {784, 32, 10};

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -140,3 +141,18 @@ struct ScopedEnv {
 };
 
 }  // namespace rlx_test
+
+// The real MNIST files: ../shared/data/mnist beside the checkout, or RLX_MNIST_DIR.
+inline std::string mnist_dir() {
+  const char* e = std::getenv("RLX_MNIST_DIR");
+  return e && *e ? e : std::string(RLX_SOURCE_DIR) + "/../shared/data/mnist";
+}
+// A test that needs something the environment provides (data, an installed package) skips where it
+// is missing, except under CI=true, where a missing piece fails the test instead of passing it silently.
+#define RLX_REQUIRE(cond, what)                                                            \
+  if (!(cond)) {                                                                           \
+    const char* ci_ = std::getenv("CI");                                                   \
+    if (ci_ && std::string(ci_) == "true") FAIL() << "CI=true but missing: " << what;      \
+    GTEST_SKIP() << "missing: " << what;                                                   \
+  }
+#define RLX_REQUIRE_DIR(dir) RLX_REQUIRE(std::filesystem::exists(dir), dir)

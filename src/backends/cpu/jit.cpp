@@ -6,6 +6,7 @@
 // measured) and calls (a few us each); a cold compile costs 0.5-4 s (one-time: disk cache), which
 // small graphs (unit tests) never earn back. RLX_CXX picks the compiler.
 #include "backends/cpu/jit.h"
+#include "backends/cpu/isa.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -45,9 +46,17 @@ constexpr int64_t kAutoMinElements = int64_t{1} << 20;
 constexpr int kMaxArgs = 64;
 
 const std::vector<std::string>& flags() {
-  static const std::vector<std::string> f = {"-std=c++20",  "-O3",         "-march=native", "-fPIC",  "-shared",
-                                             "-fno-trapping-math", "-fno-math-errno", "-fwrapv", "-ffp-contract=off",
-                                             "-fno-semantic-interposition", "-w"};
+  // The host's own -march at its best level; a level forced lower by RLX_CPU_ISA gets that level's
+  // x86-64 micro-architecture level (tuned for this host), so generated kernels obey it too.
+  static const std::vector<std::string> f = [] {
+    CpuIsa isa = cpu_isa();
+    std::vector<std::string> r = {"-std=c++20", "-O3"};
+    if (isa == cpu_isa_host()) r.push_back("-march=native");
+    else r.insert(r.end(), {isa == CpuIsa::Avx2 ? "-march=x86-64-v3" : "-march=x86-64", "-mtune=native"});
+    r.insert(r.end(), {"-fPIC", "-shared", "-fno-trapping-math", "-fno-math-errno", "-fwrapv", "-ffp-contract=off",
+                       "-fno-semantic-interposition", "-w"});
+    return r;
+  }();
   return f;
 }
 

@@ -35,7 +35,7 @@ RLX_INLINE float exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.f;
-  int32_t e = (static_cast<int32_t>(n) + 126) << 23;  // 2^(n-1), times 2 below: n may be 128
+  int32_t e = (static_cast<int32_t>(n == n ? n : 0.f) + 126) << 23;  // 2^(n-1), times 2 below: n may be 128; NaN stays NaN through p
   float res = p * std::bit_cast<float>(e) * 2.f;
   res = in > 88.72283f ? __builtin_inff() : res;  // overflow to inf, underflow to 0 like std::exp
   return in < -103.97208f ? 0.f : res;

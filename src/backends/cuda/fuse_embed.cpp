@@ -14,7 +14,9 @@ namespace rlx::cuda {
 using namespace detail;
 
 int fold_embedding_norm(LirProgram& p) {
-  auto [uses, producer] = count_uses(p);
+  Uses u = count_uses(p);  // named members, not a structured binding: lambdas capture them (clang 14)
+  auto& uses = u.uses;
+  auto& producer = u.producer;
   auto only_use = [&](int b) { return b >= 0 && uses[b] == 1 && p.buffers[b].kind == BufferKind::Arena; };
   std::vector<bool> dead(p.kernels.size(), false);
   int folded = 0;

@@ -80,13 +80,15 @@ class VulkanApi : public Api {
   int buffer(size_t bytes) override {
     Buf b{};
     b.size = bytes;
-    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    VkBufferCreateInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
     bi.size = bytes;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
     vk_check(vkCreateBuffer(dev, &bi, nullptr, &b.buf), "vkCreateBuffer");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev, b.buf, &req);
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    VkMemoryAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = mem_type;
     vk_check(vkAllocateMemory(dev, &ai, nullptr, &b.mem), "vkAllocateMemory");
@@ -148,7 +150,8 @@ class VulkanApi : public Api {
     uint64_t h = fnv1a64(k.source);
     if (auto it = prog_cache.find(h); it != prog_cache.end()) return it->second;
     auto code = spirv(k);
-    VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    VkShaderModuleCreateInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     si.codeSize = code.size() * 4;
     si.pCode = code.data();
     VkShaderModule mod;
@@ -158,15 +161,18 @@ class VulkanApi : public Api {
     std::vector<VkDescriptorSetLayoutBinding> b(k.args.size());
     for (size_t i = 0; i < b.size(); ++i)
       b[i] = {static_cast<uint32_t>(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-    VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    VkDescriptorSetLayoutCreateInfo dl{};
+    dl.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
     dl.bindingCount = static_cast<uint32_t>(b.size());
     dl.pBindings = b.data();
     vk_check(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p.dsl), "vkCreateDescriptorSetLayout");
-    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    VkPipelineLayoutCreateInfo pl{};
+    pl.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
     pl.setLayoutCount = 1;
     pl.pSetLayouts = &p.dsl;
     vk_check(vkCreatePipelineLayout(dev, &pl, nullptr, &p.layout), "vkCreatePipelineLayout");
-    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    VkComputePipelineCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, nullptr, 0, VK_SHADER_STAGE_COMPUTE_BIT, mod, "main", nullptr};
     ci.layout = p.layout;
     vk_check(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipe), "vkCreateComputePipelines");
@@ -181,22 +187,26 @@ class VulkanApi : public Api {
     for (auto& l : ls) nbind += static_cast<uint32_t>(l.bufs.size());
     if (!ls.empty()) {
       VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(nbind, 1u)};
-      VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      VkDescriptorPoolCreateInfo pi{};
+      pi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
       pi.maxSets = static_cast<uint32_t>(ls.size());
       pi.poolSizeCount = 1;
       pi.pPoolSizes = &ps;
       vk_check(vkCreateDescriptorPool(dev, &pi, nullptr, &rc.pool), "vkCreateDescriptorPool");
     }
-    VkCommandBufferAllocateInfo ca{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    VkCommandBufferAllocateInfo ca{};
+    ca.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
     ca.commandPool = cmd_pool;
     ca.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ca.commandBufferCount = 1;
     vk_check(vkAllocateCommandBuffers(dev, &ca, &rc.cmd), "vkAllocateCommandBuffers");
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
     vk_check(vkBeginCommandBuffer(rc.cmd, &bi), "vkBeginCommandBuffer");
     for (auto& l : ls) {
       const Pipeline& p = pipes.at(static_cast<size_t>(l.prog));
-      VkDescriptorSetAllocateInfo da{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+      VkDescriptorSetAllocateInfo da{};
+      da.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
       da.descriptorPool = rc.pool;
       da.descriptorSetCount = 1;
       da.pSetLayouts = &p.dsl;
@@ -206,7 +216,8 @@ class VulkanApi : public Api {
       std::vector<VkWriteDescriptorSet> w(l.bufs.size());
       for (size_t i = 0; i < l.bufs.size(); ++i) {
         infos[i] = {bufs.at(l.bufs[i]).buf, 0, VK_WHOLE_SIZE};
-        w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        w[i] = {};
+        w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         w[i].dstSet = set;
         w[i].dstBinding = static_cast<uint32_t>(i);
         w[i].descriptorCount = 1;
@@ -237,7 +248,8 @@ class VulkanApi : public Api {
     recs.erase(it);
   }
   void submit(int id) override {
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
     si.commandBufferCount = 1;
     si.pCommandBuffers = &recs.at(id).cmd;
     vk_check(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
@@ -268,10 +280,12 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
     return nullptr;
   }
   auto create_instance = reinterpret_cast<PFN_vkCreateInstance>(gipa(nullptr, "vkCreateInstance"));
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "rlx";
   app.apiVersion = VK_API_VERSION_1_1;
-  VkInstanceCreateInfo ii{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  VkInstanceCreateInfo ii{};
+  ii.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ii.pApplicationInfo = &app;
   auto a = std::make_unique<VulkanApi>();
   if (!create_instance || create_instance(&ii, nullptr, &a->inst) != VK_SUCCESS) {
@@ -324,11 +338,13 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
     return nullptr;
   }
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  VkDeviceQueueCreateInfo qi{};
+  qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
   qi.queueFamilyIndex = fam;
   qi.queueCount = 1;
   qi.pQueuePriorities = &prio;
-  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  VkDeviceCreateInfo di{};
+  di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
   if (vkCreateDevice(a->phys, &di, nullptr, &a->dev) != VK_SUCCESS) {
@@ -339,11 +355,13 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
   RLX_VK_DEV(RLX_VKF)
 #undef RLX_VKF
   a->vkGetDeviceQueue(a->dev, fam, 0, &a->queue);
-  VkCommandPoolCreateInfo cp{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  VkCommandPoolCreateInfo cp{};
+  cp.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   cp.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   cp.queueFamilyIndex = fam;
   vk_check(a->vkCreateCommandPool(a->dev, &cp, nullptr, &a->cmd_pool), "vkCreateCommandPool");
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFenceCreateInfo fi{};
+  fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   vk_check(a->vkCreateFence(a->dev, &fi, nullptr, &a->fence), "vkCreateFence");
   const char* env = std::getenv("RLX_GLSLC");
   a->glslc = env && *env ? env : "glslc";
@@ -355,12 +373,16 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
   // Device features (reported; the GLSL kernels need none of them). Vulkan 1.1 core queries; the
   // fp16/int8 struct is Vulkan 1.2 core, chained only when the device reports 1.2.
   if (vkGetPhysicalDeviceFeatures2 && vkGetPhysicalDeviceProperties2) {
-    VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
-    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    VkPhysicalDeviceShaderFloat16Int8Features f16{};
+    f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     if (props.apiVersion >= VK_API_VERSION_1_2) f2.pNext = &f16;
     vkGetPhysicalDeviceFeatures2(a->phys, &f2);
-    VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    VkPhysicalDeviceSubgroupProperties sg{};
+    sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
     p2.pNext = &sg;
     vkGetPhysicalDeviceProperties2(a->phys, &p2);
     a->features.fp64 = f2.features.shaderFloat64;

@@ -207,8 +207,9 @@ void File::add_part(std::shared_ptr<void> owner, const uint8_t* data, size_t siz
     if (t > 12) c.error("key '" + key + "': unknown value type " + std::to_string(t));
     Value v = read_value(c, static_cast<ValueType>(t), 0);
     if (key == "general.alignment") {
-      if (!v.is_int() || v.as_int() <= 0 || (v.as_int() & (v.as_int() - 1)) != 0)
-        c.error("general.alignment must be a positive power of two");
+      // The GGUF spec requires a multiple of 8; below that, f16 data and quant blocks would be misaligned.
+      if (!v.is_int() || v.as_int() < 8 || (v.as_int() & (v.as_int() - 1)) != 0)
+        c.error("general.alignment must be a power of two >= 8");
       alignment = static_cast<uint64_t>(v.as_int());
     }
     if (!first) continue;  // split parts repeat the header metadata of part 1
@@ -280,9 +281,11 @@ File File::open(const std::string& path) {
   RLX_CHECK(std::stoi(mt[2].str()) == 1, "[gguf] ", path, ": open part 1 of a split model");
   RLX_CHECK(std::stoll(mt[3].str()) == count, "[gguf] ", path, ": name says ", mt[3].str(), " parts, split.count says ", count);
   for (int64_t k = 2; k <= count; ++k) {
-    char suffix[32];
-    std::snprintf(suffix, sizeof suffix, "-%05lld-of-%05lld.gguf", static_cast<long long>(k), static_cast<long long>(count));
-    std::string p = mt[1].str() + suffix;
+    auto five = [](int64_t v) {  // at least five digits, zero-padded
+      std::string d = std::to_string(v);
+      return std::string(d.size() < 5 ? 5 - d.size() : 0, '0') + d;
+    };
+    std::string p = mt[1].str() + "-" + five(k) + "-of-" + five(count) + ".gguf";
     auto mk = map_file(p);
     f.add_part(mk, static_cast<const uint8_t*>(mk->p), mk->n, p);
   }

@@ -246,7 +246,7 @@ void register_elementwise_ops(std::map<std::string, Converter>& r) {
   // carrier dtype (storage_formats.h); the output remembers its format.
   auto cast_to = [](Ctx& c, V x, int to) {
     if (is_narrow_type(to)) {
-      // saturate applies to the float8 formats only; integer formats wrap like astype.
+      // saturate applies to the float formats only (integer formats: storage_formats.h).
       bool sat = is_narrow_float(to) && c.attr_i("saturate", 1) != 0;
       V y = emit_narrow_cast(c, x, to, sat, c.attr_s("round_mode", "up"));
       c.set_storage_type(y, to);

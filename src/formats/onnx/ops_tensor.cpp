@@ -75,7 +75,7 @@ void reduce_op(std::map<std::string, Converter>& r, const char* name, int axes_o
     bool keep = c.attr_i("keepdims", 1) != 0;
     DType dt = c.dtype(x);
     auto sum = [&](V v) { return c.reduce(OpKind::ReduceSum, v, axes, keep); };
-    V y;
+    V y = -1;
     if (nm == "ReduceSum") y = sum(x);
     else if (nm == "ReduceMax" || nm == "ReduceMin") {
       OpKind k = nm == "ReduceMax" ? OpKind::ReduceMax : OpKind::ReduceMin;
@@ -107,6 +107,7 @@ void reduce_op(std::map<std::string, Converter>& r, const char* name, int axes_o
       V mk = keep ? m : c.reshape_dims(m, c.shape(s));
       y = c.bin(OpKind::Add, c.unary(OpKind::Log, s), mk);
     }
+    if (y < 0) c.error("no lowering for this reduction");
     c.set_output(0, y);
   };
 }

@@ -1,4 +1,4 @@
-// Node-suite values that are not plain tensors (issue 4): the input_N.pb / output_N.pb files of a
+// Node-suite values that are not plain tensors: the input_N.pb / output_N.pb files of a
 // case hold a TensorProto, SequenceProto or OptionalProto, chosen by the model's graph input/output
 // type. The importer flattens sequence/optional values to one graph value per element, named NAME[i];
 // these helpers read the files and flatten them the same way.
@@ -25,5 +25,9 @@ std::vector<PbValue> read_pb_values(const std::string& model_path, const std::ve
 std::vector<std::pair<std::string, Tensor>> flatten_pb_values(const std::vector<PbValue>& vs);
 // Adds an input value to the tensors fed and to the import options (shape, small values, sequence length).
 void feed_pb_value(const PbValue& v, std::vector<Tensor>* ins, ImportOptions* o);
+// Per graph output, the elements whose value the ONNX spec leaves undefined for these inputs (empty:
+// all defined). Today that is an output of Cast/CastLike from a float graph input to a fixed-point
+// type, where the input is NaN, infinite or out of the target's range. Test runners skip them.
+std::vector<std::vector<bool>> undefined_output_elements(const std::string& model_path, const std::vector<PbValue>& inputs);
 
 }  // namespace rlx::onnx

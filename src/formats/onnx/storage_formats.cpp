@@ -190,10 +190,8 @@ double narrow_round_value(int t, double x, bool saturate, const std::string& rm)
   if (int_range(t, &lo, &hi)) {
     if (std::isnan(x)) return 0;
     if (saturate) return std::min(std::max(std::nearbyint(x), static_cast<double>(lo)), static_cast<double>(hi));
-    int bits = narrow_bits(t);  // truncate toward zero, keep the low bits (two's complement)
-    int64_t v = static_cast<int64_t>(std::trunc(x)) & ((int64_t{1} << bits) - 1);
-    if (lo < 0 && v >= (int64_t{1} << (bits - 1))) v -= int64_t{1} << bits;
-    return static_cast<double>(v);
+    // A float source, as Cast from a float in emit_narrow_cast: truncate, then saturate.
+    return std::trunc(std::min(std::max(x, static_cast<double>(lo)), static_cast<double>(hi)));
   }
   Table tb = make_table(t, saturate, rm);
   if (std::isnan(x)) return tb.nan_value;
@@ -209,7 +207,14 @@ V emit_narrow_cast(Ctx& c, V x, int t, bool saturate, const std::string& rm) {
   DType xt = c.dtype(x);
   int64_t lo, hi;
   if (int_range(t, &lo, &hi) && !saturate) {
-    // Cast: truncate toward zero and keep the low bits, as numpy/ml_dtypes' astype (the node tests).
+    if (is_float(xt)) {
+      // Cast from a float: truncate toward zero. ONNX leaves out-of-range values undefined; RLX
+      // saturates them to [lo, hi] (as ONNX Runtime does) and maps NaN to 0 (docs/onnx.md).
+      V r = c.bin(OpKind::Min, c.bin(OpKind::Max, x, c.scalar(lo, xt)), c.scalar(hi, xt));
+      r = c.select(c.bin(OpKind::Ne, x, x), c.scalar(0, xt), r);
+      return c.convert(c.convert(r, DType::i64), DType::i32);
+    }
+    // Cast from an integer: keep the low bits (two's complement), as the spec says for fixed point.
     int bits = narrow_bits(t);
     V v = c.bin(OpKind::And, c.convert(x, DType::i64), c.scalar(static_cast<double>((int64_t{1} << bits) - 1), DType::i64));
     if (lo < 0) {
