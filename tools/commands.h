@@ -30,7 +30,7 @@ int cmd_onnx_suite(const Args& a);
 // Training (tools/train_mnist.cpp).
 int cmd_train_mnist(const Args& a);
 
-// GGUF + Qwen3 (tools/generate.cpp, issue 5).
+// GGUF + Qwen3 (tools/generate.cpp).
 bool is_gguf_path(const std::string& p);
 int inspect_gguf(const Args& a);
 int cmd_generate(const Args& a);

@@ -15,7 +15,7 @@
 
 namespace rlx::cli {
 
-// [issue 4] .rten models: tools/rten_cmds.cpp
+// .rten models: tools/rten_cmds.cpp
 bool is_rten_file(const std::string& path);
 int inspect_rten_file(const Args& a);
 
@@ -95,7 +95,7 @@ static int cmd_devices(const Args&) {
 static int cmd_compile(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx compile FILE.rlx [--device D] [--report] [--dump=hir|mir|lir] "
                                       "[--bind sym=N,...] [--force-common=Op,...] [--force-native=Op,...]");
-  Graph g = load_model_file(a.positional[0], a, read_inputs(a));  // [cleanup] --input arrays fix shapes
+  Graph g = load_model_file(a.positional[0], a, read_inputs(a));  // --input arrays fix shapes
   CompiledModel m(std::move(g), compile_options(a));
   Bindings b = bindings(a);
   bool report = a.has("report") || (std::getenv("RLX_DISPATCH_REPORT") && std::string(std::getenv("RLX_DISPATCH_REPORT")) == "1");
@@ -109,7 +109,7 @@ static int cmd_compile(const Args& a) {
 
 static int cmd_run(const Args& a) {
   RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx run FILE.rlx --input name=file.npy ... [--output out.npz] [--device D]");
-  // [cleanup] each --input file is read once (tools/onnx_cmds.cpp) and also fixes shapes at import
+  // each --input file is read once (tools/onnx_cmds.cpp) and also fixes shapes at import
   std::map<std::string, Tensor> inputs = read_inputs(a);
   Graph g = load_model_file(a.positional[0], a, inputs);
   CompiledModel m(std::move(g), compile_options(a));
@@ -179,9 +179,9 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(a);
     if (cmd == "ops") return cmd_ops(a);
     if (cmd == "embed") return cmd_embed(argc - 2, argv + 2);
-    if (cmd == "inspect" && a.positional.size() == 1 && is_gguf_path(a.positional[0])) return inspect_gguf(a);  // issue 5
-    if (cmd == "inspect" && a.positional.size() == 1 && is_rten_file(a.positional[0])) return inspect_rten_file(a);  // [issue 4] rten
-    if (cmd == "generate") return cmd_generate(a);  // issue 5: tools/generate.cpp
+    if (cmd == "inspect" && a.positional.size() == 1 && is_gguf_path(a.positional[0])) return inspect_gguf(a);
+    if (cmd == "inspect" && a.positional.size() == 1 && is_rten_file(a.positional[0])) return inspect_rten_file(a);
+    if (cmd == "generate") return cmd_generate(a);  // tools/generate.cpp
     if (cmd == "inspect") return cmd_inspect(a);  // ONNX: tools/onnx_cmds.cpp
     if (cmd == "onnx-suite") return cmd_onnx_suite(a);
     if (cmd == "train-mnist") return cmd_train_mnist(a);  // training: tools/train_mnist.cpp

@@ -1,4 +1,4 @@
-// [issue 4] .rten models on the command line: `rlx inspect MODEL.rten`; run/compile load
+// .rten models on the command line: `rlx inspect MODEL.rten`; run/compile load
 // .rten files through load_model_file (tools/onnx_cmds.cpp) like ONNX ones.
 #include <iostream>
 

@@ -61,7 +61,7 @@ class Builder {
     return op1(OpKind::Gelu, {x}, {{"approximate", approx}});
   }
   ValueId relu(ValueId x) { return op1(OpKind::Relu, {x}); }
-  // [issue 6] identity in value; autodiff passes no cotangent/tangent through it
+  // identity in value; autodiff passes no cotangent/tangent through it
   ValueId stop_gradient(ValueId x) { return op1(OpKind::StopGradient, {x}); }
   ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask = -1, const std::string& kind = "none",
                     double scale = 0);

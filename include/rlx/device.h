@@ -36,7 +36,7 @@ struct DeviceInfo {
 // All 16 targets, in the order `rlx devices` lists them.
 const std::vector<std::string>& device_names();
 const DeviceInfo& device_info(const std::string& name);  // throws for an unknown name
-// [cleanup2] The capability set of `name` from the static tables alone: probes no driver and loads
+// The capability set of `name` from the static tables alone: probes no driver and loads
 // no library (device_info does both, once). Equal to device_info(name).caps except that the dtypes
 // in `*driver_decides` (if given) are claimed here but kept by device_info only where the driver
 // supports them: {f64} for "gpu" (OpenCL's cl_khr_fp64). Throws for an unknown name.

@@ -28,7 +28,7 @@ enum class DType : uint8_t {
   RLX_DTYPES(X)
 #undef X
 };
-constexpr int kNumDTypes = 14;  // u16/u32/u64 appended (issue 4) so earlier ids stay stable
+constexpr int kNumDTypes = 14;  // u16/u32/u64 have the last ids, so the others keep theirs
 
 enum class DClass : uint8_t { kFloat, kComplex, kSigned, kUnsigned, kBool };
 

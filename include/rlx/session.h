@@ -34,11 +34,11 @@ class CompiledModel {
   // or when the device cannot execute on this machine.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
-  // [training] Runs writing the outputs into caller-owned tensors (dtypes and shapes must match
+  // Runs writing the outputs into caller-owned tensors (dtypes and shapes must match
   // the outputs; they must not alias any input). Lets a training loop keep its state in fixed
   // buffers (ping-pong between two sets) with no per-step allocation.
   void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
-  // [issue 6] The executable of the specialization for `b` (compiled on first use), for callers that
+  // The executable of the specialization for `b` (compiled on first use), for callers that
   // drive it directly, e.g. train::Trainer through Executable's resident API (backend.h).
   Executable& executable(const Bindings& b = {});
   // Legalizes and lowers for the given bindings (without running) and returns the text of a level:

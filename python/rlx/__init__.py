@@ -361,7 +361,7 @@ def write_npz(path: str, arrays: Union[Mapping[str, Any], Sequence[tuple]]) -> N
     _rlx.write_npz(str(path), {str(k): _array(v) for k, v in items})
 
 
-# [issue 6] stop_gradient: identity in value; autodiff (rlx.train.value_and_grad, the Trainer) passes
+# stop_gradient: identity in value; autodiff (rlx.train.value_and_grad, the Trainer) passes
 # no gradient through it.
 def stop_gradient(x: Value) -> Value:
     """``x`` unchanged in value, treated as a constant by autodiff (the op ``stop_gradient``)."""
@@ -372,5 +372,5 @@ def stop_gradient(x: Value) -> Value:
 
 __all__.append("stop_gradient")
 
-# [issue 6] training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
+# Training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
 from . import train  # noqa: E402

@@ -1,4 +1,4 @@
-"""Training from Python (issue 6): autodiff on graphs and a compiled training step.
+"""Training from Python: autodiff on graphs and a compiled training step.
 
 The MNIST loop in a few lines::
 

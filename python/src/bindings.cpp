@@ -16,7 +16,7 @@
 #include "rlx/reference.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
-// [issue 6] training: autodiff transforms, the compiled train step, the MNIST model builders.
+// Training: autodiff transforms, the compiled train step, the MNIST model builders.
 #include "autodiff/autodiff.h"
 #include "models/mlp.h"
 #include "rlx/builder.h"
@@ -50,7 +50,7 @@ dl::dtype to_dl(DType t) {
     case DType::i32: return mk(dl::dtype_code::Int, 32);
     case DType::i64: return mk(dl::dtype_code::Int, 64);
     case DType::boolean: return mk(dl::dtype_code::Bool, 8);
-    case DType::u16: return mk(dl::dtype_code::UInt, 16);  // [issue 4: dtypes]
+    case DType::u16: return mk(dl::dtype_code::UInt, 16);
     case DType::u32: return mk(dl::dtype_code::UInt, 32);
     case DType::u64: return mk(dl::dtype_code::UInt, 64);
   }
@@ -543,7 +543,7 @@ NB_MODULE(_rlx, m) {
     write_npz(p, v);
   }, "path"_a, "arrays"_a);
 
-  // ---- [issue 6] training ----------------------------------------------------------------------
+  // ---- training --------------------------------------------------------------------------------
   m.def("value_and_grad", [](const Graph& g, const std::vector<int>& wrt) { return ad::value_and_grad(g, wrt); },
         "graph"_a, "wrt"_a = std::vector<int>{});
   m.def("grad", [](const Graph& g, const std::vector<int>& wrt) { return ad::grad(g, wrt); }, "graph"_a,
@@ -607,7 +607,7 @@ NB_MODULE(_rlx, m) {
              return to_list(out);
            },
            "data"_a)
-      .def("advance",  // [issue 6] a step that reads nothing back
+      .def("advance",  // a step that reads nothing back
            [](train::Trainer& t, const nb::list& data) {
              std::vector<Tensor> in;
              for (size_t i = 0; i < data.size(); ++i) {

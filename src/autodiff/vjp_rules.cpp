@@ -416,7 +416,7 @@ Vs vjp_conv(Builder& b, const Node& n, const Vs& x, const Vs&, const Vs& g) {
   return {dx, dw};
 }
 
-// sort / topk (issue 6): the values output selects elements of x along `axis` by the indices
+// sort / topk: the values output selects elements of x along `axis` by the indices
 // output, so dx[.., j, ..] = sum_i g[.., i, ..] * (idx[.., i, ..] == j): a one-hot over a new last
 // axis (k x n per row), summed over the selected positions, moved back to `axis`. MIR only.
 Vs vjp_sort_topk(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
@@ -463,7 +463,7 @@ struct RuleTable {
     set(OpKind::Select, vjp_select);
     set(OpKind::ReduceSum, vjp_reduce_sum);
     set(OpKind::ReduceMax, vjp_reduce_extremum);
-    set(OpKind::ReduceWindow, vjp_reduce_window);  // issue 6: max/sum pooling (non-overlapping)
+    set(OpKind::ReduceWindow, vjp_reduce_window);  // max/sum pooling (non-overlapping)
     set(OpKind::ReduceMin, vjp_reduce_extremum);
     set(OpKind::ReduceProd, vjp_reduce_prod);
     set(OpKind::Cumsum, vjp_cumsum);
@@ -477,7 +477,7 @@ struct RuleTable {
     set(OpKind::Concatenate, vjp_concatenate);
     set(OpKind::Gather, vjp_gather);
     set(OpKind::ScatterAdd, vjp_scatter_add);
-    set(OpKind::Sort, vjp_sort_topk);  // issue 6
+    set(OpKind::Sort, vjp_sort_topk);
     set(OpKind::TopK, vjp_sort_topk);
   }
 };
@@ -497,7 +497,7 @@ bool is_nondifferentiable(OpKind op) {
     case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
     case OpKind::ArgMax: case OpKind::ArgMin:
     case OpKind::Dequantize:  // packed integer weights in, no float input to differentiate
-    case OpKind::StopGradient:  // issue 6: identity in value, zero VJP by definition
+    case OpKind::StopGradient:  // identity in value, zero VJP by definition
       return true;
     default:
       return false;

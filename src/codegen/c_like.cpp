@@ -21,7 +21,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string unravel(const std::string& flat, const std::vector<int64_t>& d, const std::string& p) {
   std::ostringstream os;
-  // issue 7 (cudaops): remainder named "<p>_r", not "<p>r" ("or" is a C++ keyword; CUDA C is C++)
+  // remainder named "<p>_r", not "<p>r" ("or" is a C++ keyword; CUDA C is C++)
   const std::string r = p + "_r";
   os << "int " << r << " = " << flat << ";";
   for (int64_t i = static_cast<int64_t>(d.size()) - 1; i >= 0; --i) {

@@ -69,7 +69,7 @@ std::string CLikeRenderer::k_window(const LirKernel& k, const std::vector<ValueT
     for (auto w : win) taps *= w;
     std::string init, comb;
     std::string nan = cast(T, "NAN_F");
-    // issue 7 (cudaops): integer identities of the storage dtype (an all-padding window gives the
+    // integer identities of the storage dtype (an all-padding window gives the
     // dtype's min/max, as the reference); cuda computes i8/u8/i16 natively in int.
     auto ilim = [&](bool hi) -> std::string {
       switch (t) {

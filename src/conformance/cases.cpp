@@ -35,7 +35,7 @@ Tensor indices(std::vector<int64_t> shape, int64_t n, std::mt19937& rng) {
 
 bool positive_domain(O op) { return op == O::Log || op == O::Sqrt || op == O::Rsqrt || op == O::Pow; }
 
-// issue 5: GGML blocks packed from seeded values, u8 [rows, row_bytes] (Q8_0 or Q4_0).
+// GGML blocks packed from seeded values, u8 [rows, row_bytes] (Q8_0 or Q4_0).
 Tensor packed_blocks(const char* type, int64_t rows, int64_t k, std::mt19937& rng) {
   bool q8 = std::string(type) == "Q8_0";
   int64_t rb = static_cast<int64_t>(quant::row_bytes(q8 ? quant::GgmlType::Q8_0 : quant::GgmlType::Q4_0, k));
@@ -188,7 +188,7 @@ bool build(O op, DType dt, ConformanceCase* out) {
     case O::Expand: outs = b.op(op, {cb.in(dt, {3, 1})}, {{"shape", Shape{2, 3, 4}}}); break;
     case O::Squeeze: outs = b.op(op, {cb.in(dt, {3, 1, 4})}, {{"axes", std::vector<int64_t>{1}}}); break;
     case O::Unsqueeze: outs = b.op(op, {cb.in(dt, {3, 4})}, {{"axes", std::vector<int64_t>{0, 2}}}); break;
-    // issue 5: quantized weights
+    // quantized weights
     case O::Dequantize:
       if (dt != DType::u8) return false;
       outs = b.op(op, {cb.in_tensor(packed_blocks("Q4_0", 3, 64, cb.rng))}, {{"type", "Q4_0"}, {"k", int64_t{64}}});
@@ -198,7 +198,7 @@ bool build(O op, DType dt, ConformanceCase* out) {
       outs = b.op(op, {x, cb.in_tensor(packed_blocks("Q8_0", 5, 64, cb.rng))}, {{"type", "Q8_0"}, {"k", int64_t{64}}});
       break;
     }
-    // issue 6 (trainfeat): identity in value; lowers to its input before LIR
+    // identity in value; lowers to its input before LIR
     case O::StopGradient: outs = b.op(op, {cb.in(dt, {3, 5})}); break;
     default: return false;
   }

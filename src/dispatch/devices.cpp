@@ -4,13 +4,13 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <map>     // [cleanup: lazy probing]
-#include <memory>  // [cleanup: lazy probing]
+#include <map>
+#include <memory>
 #include <mutex>
-#include <set>  // cuda capability allow-list (issue 7)
+#include <set>  // cuda capability allow-list
 
 #include "rlx/device.h"
-#include "backends/gpu/api.h"  // issue 8: portable_gpu_device_info
+#include "backends/gpu/api.h"  // portable_gpu_device_info
 
 namespace rlx {
 
@@ -65,21 +65,21 @@ std::string probe(const char* lib) {
 }
 
 }  // namespace
-int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp (issue 7)
+int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp
 namespace cpu {
 std::string jit_probe();    // src/backends/cpu/jit.cpp
 std::string isa_summary();  // src/backends/cpu/isa.cpp
 }  // namespace cpu
 namespace {
 
-// [cleanup: lazy probing] Builds the entry of device `only` alone: probing a device loads its
+// Builds the entry of device `only` alone: probing a device loads its
 // driver (Mesa's vulkan/opengl and PoCL's OpenCL bring a second LLVM into the process, which breaks
 // a later `import triton`), so a process that compiles for cpu must never probe the others.
-// [cleanup2: caps without probing] probing=false: the capability set from the static tables only
+// probing=false: the capability set from the static tables only
 // (status/reason left unprobed, no library loaded): device_caps() below.
 std::vector<DeviceInfo> build(const std::string& only, bool probing) {
-  auto want = [&](const char* n) { return only == n; };  // [cleanup: lazy probing]
-  auto lib = [&](const char* l) { return probing ? probe(l) : std::string(); };  // [cleanup2]
+  auto want = [&](const char* n) { return only == n; };
+  auto lib = [&](const char* l) { return probing ? probe(l) : std::string(); };
   using D = DType;
   const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16}),
                  gpu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean}),
@@ -89,25 +89,25 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   std::vector<DeviceInfo> v;
 
   // cpu: every MIR primitive; f16/bf16 contractions are promoted to f32 (no half GEMM on x86 here).
-  if (want("cpu")) {  // [cleanup: lazy probing]
+  if (want("cpu")) {
     DeviceInfo cpu{"cpu", "C++ kernels on the host CPU (library kernels + reference-derived generic kernels)",
                    DeviceStatus::Available, "always available" + (probing ? "; " + cpu::isa_summary() + "; " + cpu::jit_probe() : ""),
-                   all_mir(DTypeSet::all())};  // [issue 3 cpujit]
+                   all_mir(DTypeSet::all())};
     cpu.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64,
-                                                     D::u16, D::u32, D::u64});  // [issue 4: dtypes] u* via the generic kernel
+                                                     D::u16, D::u32, D::u64});  // u* via the generic kernel
     cpu.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
     add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
     add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
-    add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // issue 5: packed kernel, backends/cpu/dequant_matmul.cpp
+    add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // packed kernel, backends/cpu/dequant_matmul.cpp
     v.push_back(cpu);
-  }  // [cleanup: lazy probing]
+  }
 
   auto gpu_like = [&](const char* name, const char* what, DeviceStatus st, std::string why, DTypeSet types) {
     DeviceInfo d{name, what, st, std::move(why), all_mir(types)};
     add_hir(d.caps, nn_ops, types & (f16x | DTypeSet::of({D::bf16})));
     return d;
   };
-  const char* not_built = "no executor in this build yet (code generator lands with its issue)";
+  const char* not_built = "no executor in this build yet";
   if (want("metal")) v.push_back(gpu_like("metal", "MSL rendered kernels", DeviceStatus::NoHardware,
                        "needs an Apple GPU; none on Linux", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean})));
   if (want("mlx")) v.push_back(gpu_like("mlx", "lowering onto the MLX C++ API", DeviceStatus::CompiledOut,
@@ -118,11 +118,11 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(ane.caps, nn_ops, f16x);
     v.push_back(ane);
   }
-  // ---- cuda (issue 7, src/backends/cuda): status probed at run time (libcuda.so.1 + a device,
+  // ---- cuda (src/backends/cuda): status probed at run time (libcuda.so.1 + a device,
   // NVRTC, cuBLASLt); the capability set is what that backend's kernels really run.
   if (want("cuda")) {
     std::string why;
-    int st = probing ? cuda_runtime_probe(&why) : 1;  // [cleanup2]
+    int st = probing ? cuda_runtime_probe(&why) : 1;
     const DTypeSet cu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
     DeviceInfo cu{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
                   st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
@@ -138,10 +138,10 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(cu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
                       OpKind::Attention}, DTypeSet::of({D::f32, D::f16, D::bf16}));
     add_hir(cu.caps, {OpKind::Embedding}, cu_types);
-    // cumsum (sequential per line) and rng_uniform (splitmix64, float outputs) kernels, issue 7 round 2
+    // cumsum (sequential per line) and rng_uniform (splitmix64, float outputs) kernels
     cu.caps.ops[OpKind::Cumsum] = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64});
     cu.caps.ops[OpKind::RngUniform] = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64});
-    // issue 7 (cudaops): conv, reduce_window, sort/topk, scatter_add through the shared codegen
+    // conv, reduce_window, sort/topk, scatter_add through the shared codegen
     // kernels (src/backends/cuda/render_window.cpp); halves computed in f32, i8/u8/i16 in int.
     for (auto k : {OpKind::Conv, OpKind::ReduceWindow, OpKind::Sort, OpKind::TopK, OpKind::ScatterAdd})
       cu.caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
@@ -160,10 +160,10 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(hex.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, f32);
     v.push_back(hex);
   }
-  // issue 8 (portable GPU): status probed at run time (loader + device), capabilities = what the
+  // gpu/vulkan/opengl: status probed at run time (loader + device), capabilities = what the
   // GLSL / OpenCL C renderers have kernels for. See src/backends/gpu/device_info.cpp.
   for (const char* pg : {"gpu", "vulkan", "opengl"})
-    if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));  // [cleanup2]
+    if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));
   if (want("directx")) v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
                        "needs Direct3D 12 (Windows); HLSL is checked through SPIR-V", DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean, D::f64, D::i64})));
   if (want("webgpu")) v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,
@@ -196,7 +196,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   return v;
 }
 
-// [cleanup2] The entry of `name` (probed or from the static tables alone); throws for an unknown name.
+// The entry of `name` (probed or from the static tables alone); throws for an unknown name.
 DeviceInfo build_one(const std::string& name, bool probing) {
   bool known = false;
   std::string names;
@@ -212,9 +212,9 @@ DeviceInfo build_one(const std::string& name, bool probing) {
 
 }  // namespace
 
-// [cleanup: lazy probing] Each entry is built (its driver probed) on its first request only;
+// Each entry is built (its driver probed) on its first request only;
 // `rlx devices` and rlx.devices() ask for all of them. Entries never move once built.
-// [fixtests: per-entry probing] The mutex guards the map only; each entry is built under its own
+// The mutex guards the map only; each entry is built under its own
 // once_flag, so a thread asking for "cpu" does not wait behind another thread's multi-second
 // vulkan/PoCL probe. A build that throws (unknown name) leaves the flag unset: the next call retries.
 const DeviceInfo& device_info(const std::string& name) {
@@ -231,11 +231,11 @@ const DeviceInfo& device_info(const std::string& name) {
     if (!slot) slot = std::make_unique<Entry>();
     e = slot.get();
   }
-  std::call_once(e->once, [&] { e->info = std::make_unique<const DeviceInfo>(build_one(name, true)); });  // [cleanup2]
+  std::call_once(e->once, [&] { e->info = std::make_unique<const DeviceInfo>(build_one(name, true)); });
   return *e->info;
-}  // [fixtests: per-entry probing]
+}
 
-// [cleanup2: caps without probing] The static capability tables, for callers that must not load
+// The static capability tables, for callers that must not load
 // drivers (legalize.cpp's "devices that could run it" hint): see device.h.
 const CapabilitySet& device_caps(const std::string& name, DTypeSet* driver_decides) {
   static std::mutex mu;

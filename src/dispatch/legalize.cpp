@@ -53,7 +53,7 @@ DType promotion_target(DType t) {
 }
 bool promotable(DType t) { return promotion_target(t) != t; }
 
-// The i64 -> i32 narrowing (issue 8): a device that stores i64 but has no 64-bit integer
+// The i64 -> i32 narrowing: a device that stores i64 but has no 64-bit integer
 // arithmetic (GLSL on vulkan/opengl: it claims convert for i64 and nothing else) computes every
 // i64 op in i32. i64 values are converted to i32 where they enter (graph inputs: the low word,
 // an exact wrap-around) and back where i64 leaves (sign extension: exact). Unlike the promotions
@@ -310,7 +310,7 @@ class Legalizer {
   }
 
   [[noreturn]] void unsupported(const Node& n, const std::vector<ValueType>& in, const Verdict& v) {
-    // [cleanup2] From the static capability tables (device_caps): probing every device here would
+    // From the static capability tables (device_caps): probing every device here would
     // load Mesa/PoCL (and their LLVM) into a process that only compiled for one. Where a driver
     // decides a dtype (OpenCL's f64), the hint says so instead of asking the driver.
     std::vector<std::string> can;

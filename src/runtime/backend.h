@@ -18,7 +18,7 @@ class Executable {
   // Inputs are the graph inputs in order; outputs are allocated by the executable.
   virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
   virtual std::string profile() const { return ""; }
-  // [training] Runs writing the outputs into caller-owned tensors of the output types (they must
+  // Runs writing the outputs into caller-owned tensors of the output types (they must
   // not alias the inputs). Backends that can bind them as their output buffers, so a training step
   // allocates nothing; this default runs and copies.
   virtual void run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
@@ -30,7 +30,7 @@ class Executable {
     }
   }
 
-  // [issue 6, training] Resident runs: the executable holds every input between runs (a GPU in
+  // Resident runs: the executable holds every input between runs (a GPU in
   // its device memory), so a training step's parameters and optimizer state never cross the host
   // and only what the caller reads is downloaded. Device-neutral; train::Trainer uses it.
   //   resident_feedback(pairs): after each run, output pairs[k].first becomes input pairs[k].second

@@ -9,9 +9,9 @@ namespace rlx {
 
 void register_cpu_backend();
 namespace cuda {
-void register_cuda_backend();  // src/backends/cuda (issue 7)
+void register_cuda_backend();  // src/backends/cuda
 }
-void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/gpu (issue 8)
+void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/gpu
 
 static std::map<std::string, BackendFactory>& registry() {
   static std::map<std::string, BackendFactory> r;
@@ -28,8 +28,8 @@ std::unique_ptr<Executable> make_executable(const std::string& device, const Lir
   static std::once_flag once;
   std::call_once(once, [] {
     register_cpu_backend();
-    cuda::register_cuda_backend();  // cuda (issue 7): registered always; device_info says whether it can run
-    register_portable_gpu_backends();  // issue 8: registered always; device_info probes loader + device
+    cuda::register_cuda_backend();  // registered always; device_info says whether it can run
+    register_portable_gpu_backends();  // registered always; device_info probes loader + device
   });
   const DeviceInfo& d = device_info(device);
   auto it = registry().find(device);
@@ -39,7 +39,7 @@ std::unique_ptr<Executable> make_executable(const std::string& device, const Lir
   return it->second(p);
 }
 
-// [issue 6, training] The host default of Executable's resident API (backend.h).
+// The host default of Executable's resident API (backend.h).
 void Executable::resident_feedback(const std::vector<std::pair<int, int>>& out_to_in) { res_fb_ = out_to_in; }
 
 void Executable::resident_upload(const std::vector<Tensor>& inputs) {

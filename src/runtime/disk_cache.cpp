@@ -106,7 +106,7 @@ struct CacheFile {
 // The sub-caches that hold entries keyed by hex64 (an entry's and its temporaries' names start with
 // the 16 hex digits and a dot). Only these files are counted and evicted: RLX_CACHE_DIR may point
 // at a folder holding other things.
-const char* const kEvictableSubs[] = {"cpu", "cuda", "spirv"};  // [cleanup2] spirv: vulkan's glslc output
+const char* const kEvictableSubs[] = {"cpu", "cuda", "spirv"};  // spirv: vulkan's glslc output
 
 bool is_entry_name(const char* n) {
   for (int i = 0; i < 16; ++i)

@@ -82,7 +82,7 @@ std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) {
   return e.exe->run(inputs);
 }
 
-// [training] run_into: see session.h.
+// run_into: see session.h.
 void CompiledModel::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
   Bindings b = bind_inputs(impl_->g, inputs);
   auto& e = impl_->get(b);
@@ -101,7 +101,7 @@ void CompiledModel::run_into(const std::vector<Tensor>& inputs, std::vector<Tens
   e.exe->run_into(inputs, outputs);
 }
 
-// [issue 6] executable: see session.h.
+// executable: see session.h.
 Executable& CompiledModel::executable(const Bindings& b) {
   auto& e = impl_->get(impl_->default_bindings(b));
   if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);

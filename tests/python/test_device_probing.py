@@ -68,7 +68,7 @@ def test_cpu_compile_loads_no_gpu_driver():
 
 
 def test_failed_legalization_hint_loads_no_gpu_driver():
-    # [cleanup2] "devices that could run it" comes from the static capability tables (device_caps),
+    # "devices that could run it" comes from the static capability tables (device_caps),
     # not from probing every device.
     res = run_child("fail")
     msg = res["listed"]

@@ -1,4 +1,4 @@
-"""[cleanup2] LayerNormalization and RMSNormalization on half inputs: stash_type defaults to 1
+"""LayerNormalization and RMSNormalization on half inputs: stash_type defaults to 1
 (float32) in both ONNX specs, so the statistics are computed in f32 (and LayerNormalization's Mean /
 InvStdDev outputs are f32) whether or not the attribute is written. Oracle: onnxruntime. The data sit
 on a large offset, where statistics kept in f16 lose most of the normalized value."""
@@ -58,7 +58,7 @@ def test_half_norm_stashes_in_f32_by_default(tmp_path, op, opset, stash):
         np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), atol=tol, rtol=0, err_msg=n)
 
 
-# [fixtests] stash_type 11 (double) on f32 inputs computes the statistics in f64 (the more precise of
+# stash_type 11 (double) on f32 inputs computes the statistics in f64 (the more precise of
 # stash_type and X's dtype). Only Y is asked for: the schema's type constraint for LayerNormalization's
 # Mean / InvStdDev does not allow double, so onnx's checker refuses them. The data sit on an offset of
 # 3000 with a spread of 0.01, where f32 statistics lose about a percent of the normalized value.

@@ -1,4 +1,4 @@
-"""[issue 4] .rten models: ONNX models converted with the pip `rten-convert` (the rten project's own
+""".rten models: ONNX models converted with the pip `rten-convert` (the rten project's own
 converter) must run under `rlx run` with parity against `rlx run` of the ONNX original, and against the
 independent oracles (the node suite's expected outputs; onnx.reference for the real models).
 

@@ -1,4 +1,4 @@
-"""rlx.train from Python (issue 6): value_and_grad against numpy, and the MNIST loop in a few lines
+"""rlx.train from Python: value_and_grad against numpy, and the MNIST loop in a few lines
 (a compiled SGD step on the MNIST 8k/2k split) reaching a stated accuracy."""
 import gzip
 import os

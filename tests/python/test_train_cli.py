@@ -65,7 +65,7 @@ def test_train_mnist_cli_errors():
     assert r.returncode == 1 and "--model" in r.stderr
 
 
-# [issue 6] The issue's accuracy targets, through the CLI exactly as documented (seed 0, SGD lr 0.1
+# The accuracy targets of docs/training.md, through the CLI exactly as documented (seed 0, SGD lr 0.1
 # momentum 0.9). Fashion-MNIST comes from Debian's dataset-fashion-mnist, which scripts/bootstrap.sh
 # installs, so this target is asserted on every machine (no skip when ../shared is absent).
 FASHION = "/usr/share/datasets/fashion-mnist"

@@ -1,4 +1,4 @@
-"""[issue 6] rlx autodiff and optimizers against PyTorch, live: composite ops (LayerNorm, causal
+"""rlx autodiff and optimizers against PyTorch, live: composite ops (LayerNorm, causal
 Attention, Conv, GELU erf/tanh, softmax cross-entropy through rlx.train.cross_entropy with its
 stop_gradient) in float64 on the reference interpreter vs torch.autograd, and the compiled
 Trainer's SGD(momentum, nesterov)/Adam/AdamW steps vs torch.optim. Needs pip torch (the committed

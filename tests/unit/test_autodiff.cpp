@@ -191,7 +191,7 @@ std::vector<Case> composite_cases() {
                  ValueId l = b.op1(OpKind::LogSoftmax, {x[0]}, {{"axis", int64_t{1}}});
                  return b.reduce(OpKind::ReduceSum, b.mul(l, b.constant(oh)), {1}, false);
                }});
-  // issue 6: pooling (reduce_window VJP, non-overlapping windows; 5 rows -> the last is cut off)
+  // pooling (reduce_window VJP, non-overlapping windows; 5 rows -> the last is cut off)
   c.push_back({"max_pool_2x2", {{{2, 2, 5, 6}}}, [](Builder& b, V x) {
                  return b.op1(OpKind::MaxPool, {x[0]}, {{"kernel", std::vector<int64_t>{2, 2}},
                                                         {"strides", std::vector<int64_t>{2, 2}}});
@@ -234,7 +234,7 @@ TEST_P(CompositeGrad, MatchesFiniteDifferences) { check(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Autodiff, CompositeGrad, ::testing::ValuesIn(composite_cases()),
                          [](const auto& i) { return i.param.name; });
 
-// [issue 6] Forward mode per rule: the tangent of loss = sum(f(x) * w) along a random direction t
+// Forward mode per rule: the tangent of loss = sum(f(x) * w) along a random direction t
 // (every float input perturbed) against central differences of the loss along t.
 void check_jvp(const Case& c) {
   std::mt19937_64 rng(4321);
@@ -262,7 +262,7 @@ void check_jvp(const Case& c) {
   EXPECT_NEAR(r[1].get(0), fd, 10 * c.tol * (1 + std::fabs(fd))) << c.name << ": jvp";
 }
 
-// [issue 6] vmap per rule: f with every input batched (leading axis 3) against a per-example loop.
+// vmap per rule: f with every input batched (leading axis 3) against a per-example loop.
 void check_vmap(const Case& c) {
   const int64_t B = 3;
   Graph g;
@@ -312,7 +312,7 @@ INSTANTIATE_TEST_SUITE_P(AutodiffComposite, VmapRule, ::testing::ValuesIn(compos
 
 }  // namespace
 
-// [issue 6] stop_gradient: identity in value, no cotangent and no tangent through it; kept by vmap.
+// stop_gradient: identity in value, no cotangent and no tangent through it; kept by vmap.
 TEST(Autodiff, StopGradientBlocksCotangentAndTangent) {
   Graph g;
   Builder b(g);
@@ -350,7 +350,7 @@ TEST(Autodiff, StopGradientBlocksCotangentAndTangent) {
   EXPECT_TRUE(decompose_all(id).nodes.empty());
 }
 
-// [issue 6] The MNIST loss head puts the log-softmax max under stop_gradient: its gradient is the
+// The MNIST loss head puts the log-softmax max under stop_gradient: its gradient is the
 // closed form (softmax - onehot) / B, and the backward pass has no reduce_max VJP (no extra eq).
 TEST(Autodiff, ClassificationHeadGradientIsClosedForm) {
   const int64_t B = 3, C = 4;

@@ -362,7 +362,7 @@ TEST(Cuda, MlpTrainStepMergesLaunches) {
   cuda::Api* a = cuda::nvrtc_only(&why);
   Graph step = train::build_train_step(models::mlp_loss_graph({784, 128, 10}, 128), 4, train::OptimizerConfig{});
   LirProgram p = cuda_test::cuda_lir(step);
-  rlx_test::ScopedEnv merged("RLX_CUDA_PERSISTENT", "0");  // [issue 7 cudamnist] the merged launches, not the persistent one
+  rlx_test::ScopedEnv merged("RLX_CUDA_PERSISTENT", "0");  // the merged launches, not the persistent one
   auto launches = cuda::render_for_check(p);
   int gemms = 0, regions = 0, side = 0, rows = 0, mask = 0;
   for (auto& [label, ks] : launches) {

@@ -1,4 +1,4 @@
-// [issue 7 cudaminilm] Our f16/bf16 tensor-core GEMM with fused epilogues (render_gemm.h) and the
+// Our f16/bf16 tensor-core GEMM with fused epilogues (render_gemm.h) and the
 // GemmPlan candidates around it: every configuration NVRTC-compiles for sm_90 (no GPU needed); on a
 // GPU every candidate of a plan (cuBLASLt ones with their separate epilogue kernel, and ours) is
 // run on odd shapes against a float64 host reference, output poisoned before each run; and models

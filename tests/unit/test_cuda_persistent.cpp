@@ -1,4 +1,4 @@
-// [issue 7 cudamnist] Persistent launches (src/backends/cuda/render_grid.*): a small training step
+// Persistent launches (src/backends/cuda/render_grid.*): a small training step
 // runs as one resident-grid launch (own f32 GEMM parts, warp reductions, grid barriers). The plan
 // and NVRTC compile are checked everywhere NVRTC exists; execution against the cpu Trainer (ragged
 // tile edges, 1 and 2 hidden layers, in-place feedback) only where a GPU is present.

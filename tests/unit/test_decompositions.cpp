@@ -129,8 +129,8 @@ static const std::set<std::string> kCovered = {"matmul",      "linear",         
                                                "softmax",     "log_softmax",     "gelu",        "silu",
                                                "relu",        "embedding",       "attention",   "rope",
                                                "reduce_mean", "expand",          "squeeze",     "unsqueeze",
-                                               "dequant_matmul",   // issue 5: Decomp.DequantMatMul
-                                               "stop_gradient"};   // issue 6: Decomp.StopGradient
+                                               "dequant_matmul",   // Decomp.DequantMatMul
+                                               "stop_gradient"};   // Decomp.StopGradient
 
 TEST(DecompCoverage, EveryHirOpHasCases) {
   for (int i = 0; i < num_ops(); ++i) {
@@ -440,7 +440,7 @@ TEST(DecompGraph, SymbolicShapesAreAClearError) {
   }
 }
 
-// issue 5: dequant_matmul -> dequantize + dot_general, on Q8_0 and Q4_0 blocks packed by src/quant.
+// dequant_matmul -> dequantize + dot_general, on Q8_0 and Q4_0 blocks packed by src/quant.
 TEST(Decomp, DequantMatMul) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -471,7 +471,7 @@ TEST(Decomp, DequantMatMul) {
   }
 }
 
-// [issue 6] stop_gradient lowers to its input: no node survives, values are unchanged.
+// stop_gradient lowers to its input: no node survives, values are unchanged.
 TEST(Decomp, StopGradient) {
   CASE(OpKind::StopGradient, {R(f32, {3, 5})});
   CASE(OpKind::StopGradient, {R(f64, {7})});

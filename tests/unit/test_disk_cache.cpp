@@ -2,7 +2,7 @@
 // hit (cache_touch) makes an entry recent, the cap is respected across the cpu, cuda and spirv
 // sub-caches, the entry just inserted, writes in progress and files that are not cache entries are
 // kept, and several evicting at once never double-count or fail on a file another one removed.
-// Vulkan's SPIR-V goes through the same cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB) [cleanup2].
+// Vulkan's SPIR-V goes through the same cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB).
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -191,7 +191,7 @@ TEST(DiskCache, MaxMbFromEnvironmentAndInsertEvictsCacheRoot) {
   fs::remove_all(root);
 }
 
-// [cleanup2] vulkan's glslc output is a shared-cache entry: written under $RLX_CACHE_DIR/spirv as
+// vulkan's glslc output is a shared-cache entry: written under $RLX_CACHE_DIR/spirv as
 // <16 hex digits>.spv, and its insert applies RLX_CACHE_MAX_MB to the whole cache root.
 TEST(DiskCache, VulkanSpirvGoesToCacheDirUnderTheCap) {
   const DeviceInfo& vk = device_info("vulkan");

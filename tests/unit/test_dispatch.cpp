@@ -37,7 +37,7 @@ TEST(Dispatch, SixteenTargetsCpuAvailable) {
   EXPECT_THROW(device_info("quantum"), Error);
 }
 
-// [fixtests: per-entry probing] Threads asking for every device at once (each entry has its own
+// Threads asking for every device at once (each entry has its own
 // once_flag) all get the one entry built per name; a failed lookup can be repeated.
 TEST(Dispatch, DeviceInfoFromManyThreadsBuildsEachEntryOnce) {
   const std::vector<std::string>& names = device_names();
@@ -113,13 +113,13 @@ TEST(Dispatch, UnsupportedNamesNodeDeviceAndAlternatives) {
     EXPECT_NE(m.find("webgpu"), std::string::npos) << m;
     EXPECT_NE(m.find("tried:"), std::string::npos) << m;
     EXPECT_NE(m.find("could run it: cpu"), std::string::npos) << m;
-    // [cleanup2] the hint reads the static tables: OpenCL's f64 depends on the driver, said as such
+    // the hint reads the static tables: OpenCL's f64 depends on the driver, said as such
     EXPECT_NE(m.find("gpu (if its driver supports f64)"), std::string::npos) << m;
     EXPECT_EQ(m.find("webgpu,"), std::string::npos) << m;  // not the failing device itself
   }
 }
 
-// [cleanup2] device_caps (static tables, no probe) claims what device_info (probed) claims, and
+// device_caps (static tables, no probe) claims what device_info (probed) claims, and
 // more only in the dtypes it says a driver decides.
 TEST(Dispatch, StaticCapsMatchProbedCaps) {
   for (auto& d : device_names()) {

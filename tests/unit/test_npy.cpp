@@ -183,7 +183,7 @@ TEST_F(NpyTest, Bf16AndUnknownDtypesAreNamed) {
   EXPECT_NE(m.find("bf16 has no numpy dtype"), std::string::npos) << m;
   EXPECT_TRUE(listing().empty());
 
-  // (u2/u4/u8 are real dtypes since issue 4; a unicode-string array is still unknown.)
+  // (u2/u4/u8 are real dtypes; a unicode-string array is unknown.)
   write_bytes(path("u4.npy"), npy_bytes("{'descr': '<U1', 'fortran_order': False, 'shape': (1,), }", "abcd"));
   m = message_of([&] { read_npy(path("u4.npy")); });
   EXPECT_NE(m.find("'<U1'"), std::string::npos) << m;

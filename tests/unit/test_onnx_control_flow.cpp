@@ -1,4 +1,4 @@
-// ONNX control flow, sequences and training ops (issue 4): If/Loop/Scan lowered at import (branch
+// ONNX control flow, sequences and training ops: If/Loop/Scan lowered at import (branch
 // choice, selection, unrolling, masked unrolling, limits), sequences flattened at the graph boundary.
 // Models are built in memory with the ONNX protos and run on cpu.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// ONNX ops composed at import (issue 4, op-missing bucket): the einsum equation parser, and small
+// ONNX ops composed at import: the einsum equation parser, and small
 // models built in memory, run on cpu and checked against values computed independently here
 // (plain loops / libm), not against our own importer.
 #include <gtest/gtest.h>

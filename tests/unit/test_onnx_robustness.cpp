@@ -1,4 +1,4 @@
-// [issue 4] Malformed ONNX input fails with a clear "[onnx]" error, never a crash: every truncation of a
+// Malformed ONNX input fails with a clear "[onnx]" error, never a crash: every truncation of a
 // model, corrupted bytes, oversized dimensions (initializers and graph inputs) and cyclic graphs.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// [issue 6 cpugemm] The shared 8-lane AVX2 exp (src/backends/cpu/simd_avx2.h, used by the GEMM's GELU
+// The shared 8-lane AVX2 exp (src/backends/cpu/simd_avx2.h, used by the GEMM's GELU
 // epilogue and attention's softmax) against the correctly rounded float of a float64 exp: a sweep of
 // the range, and the special values.
 #include <gtest/gtest.h>

@@ -160,7 +160,7 @@ TEST(TrainStep, CheckpointResumeIsBitIdentical) {
     ASSERT_EQ(std::memcmp(a.params()[p].raw(), b.params()[p].raw(), a.params()[p].nbytes()), 0) << "param " << p;
 }
 
-// [issue 6] Resuming is bit-identical for every piece of trainer state: f16 AMP's dynamic loss
+// Resuming is bit-identical for every piece of trainer state: f16 AMP's dynamic loss
 // scale (value, growth counter, skipped count), Adam/AdamW moments and bias correction, and the
 // lr schedule's step. Train N steps, save, continue M; a fresh trainer loads and runs M: the same
 // parameters, state, losses and loss scale, bit for bit.
@@ -267,7 +267,7 @@ TEST(TrainCheckpoint, LoadRejectsMismatchedTrainers) {
   std::filesystem::remove(path);
 }
 
-// [issue 6] advance() runs a step without reading anything back; outputs() reads the loss when
+// advance() runs a step without reading anything back; outputs() reads the loss when
 // asked. k advances + one read equal k steps of an identical trainer, bit for bit.
 TEST(TrainStep, AdvanceReadsNothingAndMatchesStep) {
   auto loss = models::mlp_loss_graph({6, 5, 3}, 4);
@@ -294,7 +294,7 @@ TEST(TrainStep, AdvanceReadsNothingAndMatchesStep) {
   }
 }
 
-// [issue 6] Executable's resident API, host default (what train::Trainer drives on every device):
+// Executable's resident API, host default (what train::Trainer drives on every device):
 // output 1 feeds input 0 after each run; one input replaced between runs; reads on demand.
 TEST(TrainResident, HostDefaultFeedsOutputsBackWithoutCopies) {
   Graph g;
@@ -322,7 +322,7 @@ TEST(TrainResident, HostDefaultFeedsOutputsBackWithoutCopies) {
   EXPECT_THROW(e.resident_write(5, Tensor()), Error);
 }
 
-// [issue 6] Outputs that are inputs passed through (an update folded to the identity: q' = q; an
+// Outputs that are inputs passed through (an update folded to the identity: q' = q; an
 // output reading a parameter unchanged: p) keep their values across the feedback swaps: every run's
 // outputs equal the reference values. On cpu the lowering copies pass-through outputs, so this does
 // not exercise the host default's clones (the test below does); it is regression coverage of the
@@ -352,7 +352,7 @@ TEST(TrainResident, HostDefaultPassThroughOutputsDoNotAliasInputs) {
   }
 }
 
-// [issue 6] The hazard of the host default's feedback swaps: an output that is an input passed
+// The hazard of the host default's feedback swaps: an output that is an input passed
 // through (a parameter read unchanged: p) or one tensor returned for two outputs (p' twice) must
 // get its own buffer, or a later run writes into a live input. cpu lowering copies
 // pass-through outputs, so no CompiledModel shows it; this minimal host Executable does: run()
@@ -441,7 +441,7 @@ TEST(TrainMnist, MlpLearnsMnistSplit) {
   EXPECT_GE(acc, 0.90);
 }
 
-// ---- [issue 6] mixed precision: the amp pass's choices and f16 dynamic loss scaling ----------
+// ---- mixed precision: the amp pass's choices and f16 dynamic loss scaling --------------------
 
 TEST(Amp, PassChoicesFollowThePolicy) {
   for (DType low : {DType::bf16, DType::f16}) {
@@ -508,9 +508,9 @@ TEST(Amp, F16LossScalingSkipsOverflowAndTrains) {
   EXPECT_LT(l32, 1.05);  // it did train (initial loss ~1.079)
 }
 
-// bf16 AMP reaches fp32 accuracy. A converged setting (3 epochs of the 8k split, plain SGD): the
-// earlier one-epoch momentum run was chaotic, 1-ulp GEMM rounding changes moved bf16 by 15 points
-// (trainfeat/trainperf, round 3). Measured: f32 0.9255, bf16 0.9250 (packed GEMM) / 0.9260 (BLAS).
+// bf16 AMP reaches fp32 accuracy. A converged setting (3 epochs of the 8k split, plain SGD): a
+// one-epoch momentum run is chaotic (1-ulp GEMM rounding changes moved bf16 by 15 points).
+// Measured: f32 0.9255, bf16 0.9250 (packed GEMM) / 0.9260 (BLAS).
 TEST(Amp, Bf16TrainingReachesFp32Accuracy) {
   std::string dir = mnist_dir();
   RLX_REQUIRE_DIR(dir);

@@ -1,4 +1,4 @@
-// [issue 6] cpu kernels the training step relies on (src/backends/cpu/train_kernels.cpp), checked
+// cpu kernels the training step relies on (src/backends/cpu/train_kernels.cpp), checked
 // against the reference interpreter, and the closed-form softmax-xent backward (stop-gradient).
 #include <gtest/gtest.h>
 
@@ -165,7 +165,7 @@ TEST(TrainHead, ReluBackwardUsesTheOutputMask) {
   for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(r[1].get(i), tx.get(i) > 0 ? tw.get(i) : 0.0) << i;
 }
 
-// [issue 6 trainperf] 2-D f32 dot_generals run on the packed AVX2 GEMM (gemm.cpp, train_gemm) with
+// 2-D f32 dot_generals run on the packed AVX2 GEMM (gemm.cpp, train_gemm) with
 // either operand transposed; checked against the reference interpreter on odd and step shapes.
 TEST(TrainGemm, DotGeneralAllTransposesMatchReference) {
   struct Mnk {
@@ -221,7 +221,7 @@ TEST(TrainGemm, FusedStepEpiloguesMatchReference) {
   }
 }
 
-// [issue 6 biasgrad] The bias gradients (reduce_sum of dH over the batch) fold into the weight
+// The bias gradients (reduce_sum of dH over the batch) fold into the weight
 // gradient's GEMM (fold_bias_grads: the column sums are taken while dH is packed as B). Every output
 // of whole SGD steps is bitwise that of the unfolded schedule (RLX_CPU_BIASGRAD=0), on shapes with
 // partial 16-column panels, the narrow N = 10 GEMM and pooled packing; the profile shows the fold and

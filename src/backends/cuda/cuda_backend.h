@@ -18,7 +18,7 @@ class CudaExecutableApi : public Executable {
   virtual std::vector<double> time_device(const std::vector<Tensor>& inputs, int warmup, int iters) = 0;
   // "N kernels (G cuBLASLt GEMMs, F NVRTC modules, C from the disk cache), graph on, arena X MiB".
   virtual std::string summary() const = 0;
-  // [training] After every run of the schedule, output out_to_in[i].first is copied (device to
+  // After every run of the schedule, output out_to_in[i].first is copied (device to
   // device, inside the CUDA graph) into input out_to_in[i].second, so a training step's new
   // parameters become the next step's inputs without leaving the GPU. When the elementwise kernel
   // producing the output is the input's last reader, it writes into the input directly (no copy).

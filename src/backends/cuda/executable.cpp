@@ -43,7 +43,7 @@ struct Step {
   std::vector<int> kernels;
   bool concurrent = false;
   bool reordered = false;  // a row launch (no in-place feedback into its kernels, conservatively)
-  // [issue 7 cudamnist] a persistent launch: per LIR kernel, its phase (parts between two grid
+  // a persistent launch: per LIR kernel, its phase (parts between two grid
   // barriers), -1 for kernels it does not run.
   std::vector<int> phase;
   bool cooperative = false;               // launched with cuLaunchCooperativeKernel (all blocks co-resident or an error)
@@ -51,7 +51,7 @@ struct Step {
   std::vector<std::string> phase_labels;  // ... and what each phase runs
 };
 
-// [issue 7 cudamnist] Blocks of a persistent launch per multiprocessor (RLX_CUDA_GRID_PER_SM, 1 or
+// Blocks of a persistent launch per multiprocessor (RLX_CUDA_GRID_PER_SM, 1 or
 // 2) and in all: every one must be resident at once (build_grid checks the occupancy).
 int grid_per_sm() {
   const char* e = std::getenv("RLX_CUDA_GRID_PER_SM");
@@ -177,7 +177,7 @@ class CudaExecutable : public CudaExecutableApi {
     if (!elementwise || pk.out.size() != 1) return false;
     for (auto& st : steps_)  // the schedule order no longer holds around a row split
       if (st.reordered && std::find(st.kernels.begin(), st.kernels.end(), prod) != st.kernels.end()) return false;
-    for (auto& st : steps_)  // [issue 7 cudamnist] a persistent launch: no other part of the phase may read it
+    for (auto& st : steps_)  // a persistent launch: no other part of the phase may read it
       if (!st.phase.empty() && st.phase[prod] >= 0)
         for (int k : st.kernels)
           if (k != prod && st.phase[k] == st.phase[prod] &&
@@ -215,7 +215,7 @@ class CudaExecutable : public CudaExecutableApi {
     return n > 0 ? ms / n : 0.0;
   }
 
-  // [issue 6] The device-neutral resident API (runtime/backend.h) that train::Trainer drives: the
+  // The device-neutral resident API (runtime/backend.h) that train::Trainer drives: the
   // parameters and optimizer state stay on the GPU (feedback inside the CUDA graph), a step writes
   // only its data and scalars (one async H2D copy each; a small input whose bytes did not change is
   // not copied again) and reads back only what the caller asks for.
@@ -326,7 +326,7 @@ class CudaExecutable : public CudaExecutableApi {
     steps_.push_back(std::move(s));
   }
 
-  // [issue 7 cudamnist] The whole schedule as one persistent launch (MergePlanner::grid_parts).
+  // The whole schedule as one persistent launch (MergePlanner::grid_parts).
   // Returns false, with the reason in `why` and nothing built, when it cannot be: rendering or
   // NVRTC failed, or the occupancy calculator says fewer blocks than grid_per_sm() fit on a
   // multiprocessor (a grid barrier would wait for blocks that never start).
@@ -481,7 +481,7 @@ class CudaExecutable : public CudaExecutableApi {
       s.kind = Step::Gemm;
       s.gemm = std::make_unique<GemmPlan>(g, kWorkspace);
       s.args = {ptr_[k.in[0]], ptr_[k.in[1]], g.bias ? ptr_[k.in.back()] : 0, ptr_[k.out[0]]};
-      if (k.attrs.count("cuda_ln")) s.gemm->set_norm_args(ptr_[k.in[2]], ptr_[k.in[3]], ptr_[k.in[4]]);  // [issue 7 cudaminilm]
+      if (k.attrs.count("cuda_ln")) s.gemm->set_norm_args(ptr_[k.in[2]], ptr_[k.in[3]], ptr_[k.in[4]]);  // fold-gemm-layernorm
       s.label = label + "[cublasLt " + std::string(dtype_name(g.dtype)) + " " + std::to_string(g.batch) + "x" +
                 std::to_string(g.M) + "x" + std::to_string(g.N) + "x" + std::to_string(g.K) +
                 (g.epilogue != "none" ? " +" + g.epilogue : "") + (g.bias ? " +bias" : "") + "]";
@@ -510,7 +510,7 @@ class CudaExecutable : public CudaExecutableApi {
         try {
           s.gemm->select(c);  // compiles our kernel candidates on first use
           enqueue(s);  // warm-up (and rejects a candidate that cannot run)
-          // [issue 7 cudaminilm] Times a captured graph of 5 launches, as the schedule replays: the
+          // Times a captured graph of 5 launches, as the schedule replays: the
           // host's enqueue cost (several us per cuBLASLt call) stays out of the comparison.
           CUgraph g = nullptr;
           CUgraphExec ge = nullptr;
@@ -544,7 +544,7 @@ class CudaExecutable : public CudaExecutableApi {
       if (best[pick] > 0.97f * best[0]) pick = 0;
       s.gemm->select(pick);
       if (pick) ++tuned_;
-      s.label += " -> " + s.gemm->choice();  // [issue 7 cudaminilm] cuBLASLt or our GEMM, in profiles
+      s.label += " -> " + s.gemm->choice();  // cuBLASLt or our GEMM, in profiles
     }
     a.cuEventDestroy(e0), a.cuEventDestroy(e1);
     check(a.cuStreamSynchronize(stream_), "autotune");
@@ -594,7 +594,7 @@ class CudaExecutable : public CudaExecutableApi {
       case Step::Launch: {
         std::vector<void*> params;
         for (auto& p : s.args) params.push_back(&p);
-        if (s.cooperative && coop_now_)  // [issue 7 cudamnist] a persistent launch: co-residency guaranteed or an error
+        if (s.cooperative && coop_now_)  // a persistent launch: co-residency guaranteed or an error
           check(a.cuLaunchCooperativeKernel(s.fn, s.grid, s.grid_y, 1, s.block, 1, 1, s.smem, stream_, params.data()),
                 s.label.c_str());
         else
@@ -672,7 +672,7 @@ class CudaExecutable : public CudaExecutableApi {
       t.first += ms;
       t.second += 1;
       const Step& st = steps_[i];
-      if (st.stamps) {  // [issue 7 cudamnist] a persistent launch: its time split by block 0's phase clocks
+      if (st.stamps) {  // a persistent launch: its time split by block 0's phase clocks
         size_t n = st.phase_labels.size();
         std::vector<long long> c(n + 1);
         check(a.cuMemcpyDtoHAsync(c.data(), st.stamps, c.size() * sizeof(long long), stream_), "phase clocks");
@@ -723,7 +723,7 @@ std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProg
                                                    : (static_cast<uint64_t>(id) + 1) << 40;
   }};
   std::vector<std::pair<std::string, KernelSource>> r;
-  if (auto gp = mp.grid_parts(); !gp.empty()) {  // [issue 7 cudamnist]
+  if (auto gp = mp.grid_parts(); !gp.empty()) {  // a persistent launch
     r.emplace_back("persistent(" + std::to_string(gp.size()) + ")", render_grid(gp, grid_blocks(132)));
     return r;
   }

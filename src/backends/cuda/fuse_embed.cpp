@@ -1,4 +1,4 @@
-// [issue 7 cudaminilm] fold-embedding-norm (see fuse_embed.h).
+// fold-embedding-norm (see fuse_embed.h).
 #include "backends/cuda/fuse_embed.h"
 
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// [issue 7 cudaminilm] fold-embedding-norm: a transformer's input block
+// fold-embedding-norm: a transformer's input block
 //   x = embedding(table, ids) (+ broadcast adds: position, token type) ; y = layer_norm(x)
 // as one kernel (one warp per row: gather, adds rounded at every node as the fused kernel would
 // store them, LayerNorm over the row in registers) instead of three launches.

@@ -10,13 +10,13 @@
 #include <string>
 #include <tuple>
 
-#include "backends/cuda/fuse_embed.h"  // [issue 7 cudaminilm]
+#include "backends/cuda/fuse_embed.h"
 #include "backends/cuda/gemm.h"
 #include "lir/plan.h"
 
 namespace rlx::cuda {
 
-// [issue 7 cudaminilm] drop_folded, Uses and count_uses are declared in fuse_lir.h (gemm.cpp and
+// drop_folded, Uses and count_uses are declared in fuse_lir.h (gemm.cpp and
 // fuse_embed.cpp fold with them too).
 // The end of a rewrite that folded `n` kernels away (marked in `dead`): drop them and plan the
 // arena again; returns n.
@@ -602,7 +602,7 @@ bool arena_disjoint(const LirProgram& p) {
   return true;
 }
 
-// [issue 7 cudamnist] grid-layout (fuse_lir.h): every arena buffer gets its own bytes, so the only
+// grid-layout (fuse_lir.h): every arena buffer gets its own bytes, so the only
 // grid barriers are the true dependencies (the plan's reuse assumes one kernel after the other).
 int grid_layout(LirProgram& p, int64_t max_arena) {
   MergePlanner mp{p, [&p](int id) {  // every buffer on its own (views on their base)
@@ -645,10 +645,10 @@ void backend_rewrites(LirProgram& p, int* folded, int* folded_adds, int* batched
   *folded_adds = fold_residual_adds(p);
   if (env_on("RLX_CUDA_BATCH_LINEARS", true)) *batched = batch_sibling_linears(p);
   *gemm_bias = fold_gemm_bias(p);
-  fold_gemm_layernorm(p);  // [issue 7 cudaminilm] linear + residual layer_norm -> one GEMM with a norm epilogue (gemm.cpp)
-  if (env_on("RLX_CUDA_EMBED_NORM", true)) fold_embedding_norm(p);  // [issue 7 cudaminilm] embedding + adds + layer_norm -> one kernel (fuse_embed.cpp)
+  fold_gemm_layernorm(p);  // linear + residual layer_norm -> one GEMM with a norm epilogue (gemm.cpp)
+  if (env_on("RLX_CUDA_EMBED_NORM", true)) fold_embedding_norm(p);  // embedding + adds + layer_norm -> one kernel (fuse_embed.cpp)
   reorder_row_regions(p);
-  grid_layout(p);  // [issue 7 cudamnist]
+  grid_layout(p);  // for a persistent launch (fuse_lir.h)
 }
 
 }  // namespace rlx::cuda

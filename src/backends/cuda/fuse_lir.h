@@ -15,7 +15,7 @@
 
 namespace rlx::cuda {
 
-// [issue 7 cudaminilm] Shared by the LIR rewrites (also gemm.cpp's fold-gemm-layernorm and
+// Shared by the LIR rewrites (also gemm.cpp's fold-gemm-layernorm and
 // fuse_embed.cpp's fold-embedding-norm). Per buffer: how many kernel inputs read it (a view's base
 // and a program output count 2 more, so "used once" means one kernel reads it and nothing else) and
 // which kernel writes it (-1: none).
@@ -31,7 +31,7 @@ int drop_folded(LirProgram& p, const std::vector<bool>& dead, int n);
 // what each did are written to the pointers. The arena is planned again where the schedule changed.
 void backend_rewrites(LirProgram& p, int* folded, int* folded_adds, int* batched, int* gemm_bias);
 
-// [issue 7 cudamnist] grid-layout (the last rewrite): when the schedule can run as one persistent
+// grid-layout (the last rewrite): when the schedule can run as one persistent
 // launch (MergePlanner::grid_parts), every arena buffer gets its own bytes (no reuse) and sink
 // kernels (output read by no kernel) move to the end of the schedule. Refused (program untouched,
 // returns 0) when that arena would exceed `max_arena` bytes; then grid_parts() stays empty.
@@ -87,7 +87,7 @@ struct MergePlanner {
   bool row_local(const LirKernel& k, int64_t R, const std::set<int>& made_in_l) const;
   bool split_rows(size_t i, size_t len, std::vector<size_t>* L, std::vector<size_t>* X, int64_t* R,
                   bool check_hazards = true, size_t min_l = 2) const;
-  // [issue 7 cudamnist] persistent: the whole schedule as one resident-grid launch (render_grid.h)
+  // persistent: the whole schedule as one resident-grid launch (render_grid.h)
   // when every kernel can be a part, there is a GEMM, the GEMMs' work is small (<= kGridMaxFlops,
   // RLX_CUDA_GRID_MAX_MFLOP overrides; measured on the H200: 784-128-10 b128, 52 MFLOP, 36 us vs
   // 43 us for cuBLASLt + merged launches; 784-128-10 b1024, 415 MFLOP, 70 vs 60 us and

@@ -51,7 +51,7 @@ bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const Value
     g->K = a.back();
     g->N = b[0];
     g->b_trans = true;
-    if (k.attrs.count("cuda_ln")) {  // [issue 7 cudaminilm] {x, W, res, gamma, beta, b}: fold-gemm-layernorm
+    if (k.attrs.count("cuda_ln")) {  // {x, W, res, gamma, beta, b}: fold-gemm-layernorm
       g->bias = in.size() == 6;
       g->epilogue = "layernorm";
       g->eps = std::get<double>(k.attrs.at("cuda_ln_eps").v);
@@ -62,7 +62,7 @@ bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const Value
     if (act == "relu" || act == "gelu_tanh") {
       g->epilogue = act;
     } else if (act != "none") {
-      // [issue 7 cudaminilm] erf-GELU/SiLU: inside our GEMM's epilogue where it takes the shape (the
+      // erf-GELU/SiLU: inside our GEMM's epilogue where it takes the shape (the
       // plan runs the separate kernel after a cuBLASLt candidate); otherwise the caller's kernel.
       GemmShape t = *g;
       t.epilogue = act;
@@ -172,7 +172,7 @@ void GemmPlan::load(Own& o) {
   disk_hits_ += hit;
 }
 
-// [issue 7 cudaminilm] Our kernels for the shape (rendered now, compiled when first selected), and
+// Our kernels for the shape (rendered now, compiled when first selected), and
 // the separate epilogue kernel the cuBLASLt candidates need for erf-GELU/SiLU/layernorm (compiled
 // now: candidate 0 runs it).
 void GemmPlan::build_own() {
@@ -227,7 +227,7 @@ void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C
   Api& a = api();
   const bool ln = s_.epilogue == "layernorm";
   RLX_CHECK(!ln || (res_ && gamma_ && beta_), "[cuda] GEMM+layernorm: set_norm_args was not called");
-  if (sel_ >= static_cast<int>(cands_.size())) {  // [issue 7 cudaminilm] our kernel
+  if (sel_ >= static_cast<int>(cands_.size())) {  // our kernel
     const Own& o = own_[sel_ - cands_.size()];
     int m = static_cast<int>(s_.M);
     void* params[] = {&A, &B, &bias, &res_, &gamma_, &beta_, &C, &m};
@@ -245,7 +245,7 @@ void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C
                               lb_, &zero, reinterpret_cast<void*>(out), lc_, reinterpret_cast<void*>(out), lc_, &algo_,
                               reinterpret_cast<void*>(ws), ws_, st),
              "matmul");
-  if (post_.fn) {  // [issue 7 cudaminilm] the epilogue cuBLASLt cannot do, as its own kernel
+  if (post_.fn) {  // the epilogue cuBLASLt cannot do, as its own kernel
     CUdeviceptr args[5] = {scratch_, res_, gamma_, beta_, C};  // layernorm's operands; an activation takes C alone
     if (!ln) args[0] = C;
     void* params[5] = {&args[0], &args[1], &args[2], &args[3], &args[4]};
@@ -254,7 +254,7 @@ void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C
   }
 }
 
-// [issue 7 cudaminilm] fold-gemm-layernorm (see gemm.h).
+// fold-gemm-layernorm (see gemm.h).
 int fold_gemm_layernorm(LirProgram& p) {
   auto [uses, producer] = count_uses(p);
   std::vector<bool> dead(p.kernels.size(), false);

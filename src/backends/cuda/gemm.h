@@ -19,7 +19,7 @@ struct GemmShape {
   DType dtype = DType::f32;
   bool bias = false;
   std::string epilogue = "none";  // none | relu | gelu_tanh (done by cuBLASLt)
-  // [issue 7 cudaminilm] | gelu (erf) | silu | layernorm (Linear only; bias + residual + LayerNorm
+  //   | gelu (erf) | silu | layernorm (Linear only; bias + residual + LayerNorm
   // over the row): our fused kernel, or cuBLASLt followed by the separate kernel (whichever times faster)
   double eps = 0;  // layernorm
 };
@@ -30,7 +30,7 @@ struct GemmShape {
 bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out, GemmShape* g,
                std::string* post_act);
 
-// [issue 7 cudaminilm] fold-gemm-layernorm: linear(x, W, b) whose output only feeds a
+// fold-gemm-layernorm: linear(x, W, b) whose output only feeds a
 // layer_norm(out + res) (fold-residual-add's form, normalized over the last dim) becomes one Linear
 // kernel with attr cuda_ln (its eps in cuda_ln_eps), inputs {x, W, res, gamma, beta, b}, writing
 // the norm's output. Only where our fused GEMM takes the shape (f16/bf16). Returns the count.
@@ -45,7 +45,7 @@ class GemmPlan {
   void run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c, CUdeviceptr workspace, CUstream s);
   const GemmShape& shape() const { return s_; }
   // Autotuning: the heuristic's top candidates (up to 24); select(i) makes candidate i the one run.
-  // [issue 7 cudaminilm] After cuBLASLt's candidates come our own kernels (render_gemm.h) where they
+  // After cuBLASLt's candidates come our own kernels (render_gemm.h) where they
   // take the shape; a cuBLASLt candidate of an epilogue it cannot do runs the separate kernel after.
   // RLX_CUDA_GEMM_OWN_ONLY=1 (measurements): only our kernels where they take the shape.
   // Our kernels are NVRTC-compiled lazily, when select() first picks one (autotuning times them;
@@ -67,7 +67,7 @@ class GemmPlan {
   std::vector<cublasLtMatmulHeuristicResult_t> cands_;
   size_t ws_ = 0;
   bool bias_set_ = false;
-  // [issue 7 cudaminilm]
+  // Our kernels (render_gemm.h) as further candidates, and the separate epilogue kernel.
   void build_own();
   struct Own {
     std::string name;

@@ -39,7 +39,7 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
     if (f.good()) {
       std::string bin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
       if (!bin.empty()) {
-        cache_touch(path);  // [cleanup: cache cap] a hit: most recently used
+        cache_touch(path);  // a hit: most recently used
         if (from_disk_cache) *from_disk_cache = true;
         return mem[hex] = bin;
       }
@@ -62,7 +62,7 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
   std::string bin(n, '\0');
   a.nvrtcGetCUBIN(prog, bin.data());
   a.nvrtcDestroyProgram(&prog);
-  // best effort: a failed write only costs a recompile. [cleanup: cache cap] then evict over RLX_CACHE_MAX_MB
+  // best effort: a failed write only costs a recompile; then evict over RLX_CACHE_MAX_MB
   if (disk && write_file_atomic(path, bin)) cache_inserted(path);
   return mem[hex] = bin;
 }

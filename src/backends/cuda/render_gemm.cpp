@@ -1,4 +1,4 @@
-// [issue 7 cudaminilm] Our f16/bf16 tensor-core GEMM with fused epilogues (see render_gemm.h).
+// Our f16/bf16 tensor-core GEMM with fused epilogues (see render_gemm.h).
 // One CUDA C body specialized by #defines: block tile BM x BN, K step BK, a STAGES-deep cp.async
 // ring in dynamic shared memory (rows padded by 16 bytes: ldmatrix is conflict-free), warps
 // WARPS_M x WARPS_N each owning a (BM/WARPS_M) x (BN/WARPS_N) tile of fp32 accumulators.

@@ -1,4 +1,4 @@
-// [issue 7 cudaminilm] Our tensor-core GEMM for f16/bf16 (mma.sync m16n8k16, ldmatrix, cp.async
+// Our tensor-core GEMM for f16/bf16 (mma.sync m16n8k16, ldmatrix, cp.async
 // multi-stage pipeline) with fused epilogues cuBLASLt cannot do exactly:
 //   C[M,N] = epi(A[M,K] · W[N,K]ᵀ + bias[N])   (the Linear layout; batched with strides)
 //   epi: none | relu | gelu (erf form) | silu | layernorm (the row plus a residual, rounded as the

@@ -1,4 +1,4 @@
-// [issue 7 cudamnist] Persistent launches (render_grid.h): one resident grid runs a whole schedule of
+// Persistent launches (render_grid.h): one resident grid runs a whole schedule of
 // small kernels as parts separated by grid barriers; f32 GEMM parts of our own, warp-per-output
 // reductions, and every grid-stride kernel of the other renderers as a part.
 #include "backends/cuda/render_grid.h"

@@ -1,4 +1,4 @@
-// [issue 7 cudamnist] Persistent launches: a whole schedule of small kernels (a training step of an
+// Persistent launches: a whole schedule of small kernels (a training step of an
 // MLP: GEMMs, elementwise, reductions, argmax) as ONE launch of a grid that stays resident (at most
 // the device's multiprocessors x kGridBlocksPerSm blocks), the kernels as device-function parts in
 // schedule order, a grid-wide barrier wherever a part depends on (or overwrites) what an earlier

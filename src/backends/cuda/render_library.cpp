@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "backends/cuda/render.h"
-#include "backends/cuda/fuse_embed.h"  // [issue 7 cudaminilm]
+#include "backends/cuda/fuse_embed.h"
 #include "backends/cuda/render_internal.h"
-#include "backends/cuda/render_window.h"  // issue 7 (cudaops)
+#include "backends/cuda/render_window.h"
 
 namespace rlx::cuda {
 
@@ -341,7 +341,7 @@ KernelSource render_activation(const std::string& act, const ValueType& t) {
 
 bool render_library(const LirKernel& k, const std::vector<ValueType>& in, const std::vector<ValueType>& out,
                     KernelSource* ks, int64_t sm_count) {
-  if (k.attrs.count("cuda_embed")) return *ks = render_embed_norm(k, in, out[0]), true;  // [issue 7 cudaminilm] fuse_embed.h
+  if (k.attrs.count("cuda_embed")) return *ks = render_embed_norm(k, in, out[0]), true;  // fuse_embed.h
   Node nd{k.op, {}, {}, k.attrs, ""};
   const ValueType& o = out[0];
   auto od = static_dims(o.shape);
@@ -499,7 +499,7 @@ bool render_library(const LirKernel& k, const std::vector<ValueType>& in, const 
     case O::Softmax: *ks = softmax_kernel(k, in[0], o); return true;
     case O::LayerNorm: case O::RmsNorm: *ks = norm_kernel(k, in, o); return true;
     case O::Attention: *ks = attention_kernel(k, in, o, sm_count); return true;
-    // issue 7 (cudaops): window/ordering families through src/codegen (render_window.cpp)
+    // window/ordering families through src/codegen (render_window.cpp)
     case O::Conv: case O::ReduceWindow: case O::Sort: case O::TopK: case O::ScatterAdd:
       return render_shared_family(k, in, out, ks);
     default: return false;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "codegen/renderer.h"
-#include "rlx/dtype.h"  // [cleanup2] DTypeSet
+#include "rlx/dtype.h"  // DTypeSet
 
 namespace rlx::gpu {
 
@@ -68,7 +68,7 @@ inline void choose_gemm(codegen::CLikeRenderer& r, bool cpu_emulated) {
   r.set_tiled_gemm(v == "tiled" ? true : v == "direct" ? false : !cpu_emulated);
 }
 
-// [cleanup2] Program-cache keys hash the kernel source with rlx::fnv1a64 (runtime/disk_cache.h);
+// Program-cache keys hash the kernel source with rlx::fnv1a64 (runtime/disk_cache.h);
 // vulkan's on-disk SPIR-V cache is the shared runtime/disk_cache (cache_dir("spirv")).
 
 }  // namespace rlx::gpu
@@ -77,10 +77,10 @@ namespace rlx {
 struct DeviceInfo;
 // `rlx devices` entry for vulkan/opengl/gpu: status from a run-time probe of loader + device
 // (+ glslc for vulkan); capabilities = exactly the (op, dtype) pairs the renderer has kernels for.
-// [cleanup2] probing=false: no loader is opened; status/reason are not probed and the capability set
+// probing=false: no loader is opened; status/reason are not probed and the capability set
 // is the API's nominal one (with the dtypes of portable_gpu_driver_dtypes claimed).
 DeviceInfo portable_gpu_device_info(const std::string& name, bool probing = true);
-// [cleanup2] The dtypes the API has kernels for but a driver may lack, so the probed set may drop
+// The dtypes the API has kernels for but a driver may lack, so the probed set may drop
 // them: {f64} for "gpu" (OpenCL C's double needs cl_khr_fp64), none for the GLSL devices.
 DTypeSet portable_gpu_driver_dtypes(const std::string& name);
 void register_portable_gpu_backends();

@@ -12,7 +12,7 @@ std::string gpu::Features::str() const {
          (subgroup_size > 0 ? std::to_string(subgroup_size) : std::string(subgroup_size < 0 ? "yes" : "no"));
 }
 
-DTypeSet portable_gpu_driver_dtypes(const std::string& name) {  // [cleanup2]
+DTypeSet portable_gpu_driver_dtypes(const std::string& name) {
   return name == "gpu" ? DTypeSet::of({DType::f64}) : DTypeSet{};
 }
 
@@ -24,7 +24,7 @@ DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
   // rest to i32); OpenCL has 64-bit integers and cl_khr_fp64.
   DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean, D::i64});
   std::string why;
-  gpu::Api* api = probing ? gpu::api_for(name, &why) : nullptr;  // [cleanup2] probing=false: load nothing
+  gpu::Api* api = probing ? gpu::api_for(name, &why) : nullptr;  // probing=false: load nothing
   // OpenCL C needs cl_khr_fp64 for double kernels: claim f64 only where the device reports it
   // (without a device, the API's nominal set stands, as for the devices that cannot run here).
   if (!api || api->features.fp64) storage = storage | portable_gpu_driver_dtypes(name);
@@ -54,7 +54,7 @@ DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
   DeviceStatus st = DeviceStatus::Available;
   if (api) {
     why = api->device() + " (" + api->features.str() + ")";
-  } else if (!probing) {  // [cleanup2]
+  } else if (!probing) {
     why = "not probed";
   } else {
     st = why.rfind("no hardware", 0) == 0 ? DeviceStatus::NoHardware : DeviceStatus::NoDriver;

@@ -9,7 +9,7 @@
 #include <map>
 
 #include "backends/gpu/api.h"
-#include "runtime/disk_cache.h"  // [cleanup2] fnv1a64
+#include "runtime/disk_cache.h"  // fnv1a64
 
 namespace rlx::gpu {
 

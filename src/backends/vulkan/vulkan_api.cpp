@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "backends/gpu/api.h"
-#include "runtime/disk_cache.h"  // [cleanup2] the shared on-disk cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB)
+#include "runtime/disk_cache.h"  // the shared on-disk cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB)
 
 namespace rlx::gpu {
 

@@ -1,4 +1,4 @@
-// ONNX control flow — If, Loop, Scan — lowered at import into a static graph (issue 4).
+// ONNX control flow — If, Loop, Scan — lowered at import into a static graph.
 //
 // The graph rlx compiles has no control flow, so subgraph bodies are imported inline:
 //   If    when the condition is known at import (a constant, or computed from constants), only the

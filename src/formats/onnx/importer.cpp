@@ -11,7 +11,7 @@
 
 #include "formats/file_io.h"
 #include "formats/onnx/onnx.h"
-#include "formats/onnx/storage_formats.h"  // [issue 4: dtypes]
+#include "formats/onnx/storage_formats.h"
 #include "passes/passes.h"
 #include "rlx/reference.h"
 
@@ -33,10 +33,10 @@ bool onnx_dtype(int t, DType* out) {
     case TensorProto::DOUBLE: *out = DType::f64; return true;
     case TensorProto::COMPLEX64: *out = DType::c64; return true;
     case TensorProto::BFLOAT16: *out = DType::bf16; return true;
-    case TensorProto::UINT16: *out = DType::u16; return true;  // [issue 4: dtypes]
+    case TensorProto::UINT16: *out = DType::u16; return true;
     case TensorProto::UINT32: *out = DType::u32; return true;
     case TensorProto::UINT64: *out = DType::u64; return true;
-    default: return is_narrow_type(t, out);  // [issue 4: dtypes] float8/float4/int4/int2 in f32/i32
+    default: return is_narrow_type(t, out);  // float8/float4/int4/int2 in f32/i32
   }
 }
 
@@ -96,7 +96,7 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, cons
   RLX_CHECK(onnx_dtype(t.data_type(), &dt), "[onnx] ", where, ": unsupported dtype ", onnx_dtype_name(t.data_type()));
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
   int64_t n = checked_numel(dims, where);
-  if (is_narrow_type(t.data_type())) {  // [issue 4: dtypes] packed codes -> f32/i32 carrier
+  if (is_narrow_type(t.data_type())) {  // packed codes -> f32/i32 carrier
     std::string bytes;
     size_t want = static_cast<size_t>((n * narrow_bits(t.data_type()) + 7) / 8);
     if (t.data_location() == TensorProto::EXTERNAL) bytes = read_external(t, base_dir, where, want);
@@ -137,7 +137,7 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, cons
     case DType::c64: need(t.float_data_size() / 2); std::copy(t.float_data().begin(), t.float_data().end(), out.data<float>()); break;
     case DType::f64: need(t.double_data_size()); std::copy(t.double_data().begin(), t.double_data().end(), out.data<double>()); break;
     case DType::i64: need(t.int64_data_size()); std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>()); break;
-    case DType::u32:  // [issue 4: dtypes] uint32/uint64 travel in uint64_data
+    case DType::u32:  // uint32/uint64 travel in uint64_data
       need(t.uint64_data_size());
       for (int64_t i = 0; i < n; ++i) out.data<uint32_t>()[i] = static_cast<uint32_t>(t.uint64_data(i));
       break;
@@ -389,14 +389,14 @@ const std::map<std::string, Converter>& registry() {
     register_resize_ops(m);
     register_misc_ops(m);
     register_conv_transpose(m);
-    register_control_flow_ops(m);  // [issue 4] If, Loop, Scan
-    register_sequence_ops(m);      // [issue 4] Sequence*, SplitToSequence, Optional*
-    register_training_ops(m);      // [issue 4] ai.onnx.preview.training optimizers, training-mode BN/Dropout
-    register_signal_ops(m);        // [issue 4] DFT, STFT, windows, MelWeightMatrix
-    register_extra_ops(m);         // [issue 4] Einsum, trig inverses, RotaryEmbedding, LinearAttention, ...
-    register_rnn_ops(m);           // [issue 4] RNN, GRU, LSTM (unrolled)
-    register_vision_ops(m);        // [issue 4] GridSample, Col2Im, NMS, RoiAlign, ...
-    register_qlinear_ops(m);       // [issue 4] QLinearMatMul/Conv, ConvInteger, DynamicQuantizeLinear
+    register_control_flow_ops(m);  // If, Loop, Scan
+    register_sequence_ops(m);      // Sequence*, SplitToSequence, Optional*
+    register_training_ops(m);      // ai.onnx.preview.training optimizers, training-mode BN/Dropout
+    register_signal_ops(m);        // DFT, STFT, windows, MelWeightMatrix
+    register_extra_ops(m);         // Einsum, trig inverses, RotaryEmbedding, LinearAttention, ...
+    register_rnn_ops(m);           // RNN, GRU, LSTM (unrolled)
+    register_vision_ops(m);        // GridSample, Col2Im, NMS, RoiAlign, ...
+    register_qlinear_ops(m);       // QLinearMatMul/Conv, ConvInteger, DynamicQuantizeLinear
     return m;
   }();
   return r;
@@ -436,13 +436,13 @@ void check_tensor_type(const ::onnx::ValueInfoProto& vi, const std::string& what
 
 bool is_supported_op(const std::string& op) { return registry().count(op) > 0; }
 
-// One node of the main graph or of a subgraph body. [issue 4: moved out of import_model's loop so
-// control_flow.cpp can import If/Loop/Scan bodies; composite (sequence/optional) hooks added.]
+// One node of the main graph or of a subgraph body: import_model's loop and control_flow.cpp's
+// If/Loop/Scan bodies both call it; ops on composite (sequence/optional) values go first.
 void import_node(Ctx& c, const ::onnx::NodeProto& n) {
   const auto& reg = registry();
   c.begin(&n);
   if (!n.domain().empty() && n.domain() != "ai.onnx" && n.domain() != "ai.onnx.preview.training" &&
-      n.domain() != "ai.onnx.ml")  // [issue 4: dtypes helper] ml ops registered by name (Binarizer, ...)
+      n.domain() != "ai.onnx.ml")  // ml ops registered by name (Binarizer, ...)
     c.error("unsupported domain '" + n.domain() + "'");
   if (!convert_composite_node(c)) {
     auto it = reg.find(n.op_type());
@@ -482,14 +482,14 @@ Graph import_model(const ::onnx::ModelProto& m, const std::string& base_dir, con
     inits.insert(t.name());
     Tensor v = tensor_from_proto(t, base_dir, where);
     V id = c.constant(v);
-    if (is_narrow_type(t.data_type())) c.set_storage_type(id, t.data_type());  // [issue 4: dtypes]
+    if (is_narrow_type(t.data_type())) c.set_storage_type(id, t.data_type());
     g.values[id].name = t.name();
     c.env[t.name()] = id;
   }
   RLX_CHECK(gp.sparse_initializer_size() == 0, "[onnx] ", where, ": sparse initializers are unsupported");
   for (auto& vi : gp.input()) {
     if (inits.count(vi.name())) continue;  // IR < 4 lists initializers as inputs too
-    if (is_composite_type(vi.type())) {  // [issue 4] sequence/optional input: one graph input per element
+    if (is_composite_type(vi.type())) {  // sequence/optional input: one graph input per element
       bind_composite_input(c, vi, opts);
       continue;
     }
@@ -501,14 +501,14 @@ Graph import_model(const ::onnx::ModelProto& m, const std::string& base_dir, con
     c.env[vi.name()] = id;
     auto pv = opts.input_values.find(vi.name());
     if (pv != opts.input_values.end()) c.pin(id, pv->second);
-    if (is_narrow_type(et)) c.set_storage_type(id, et);  // [issue 4: dtypes]
+    if (is_narrow_type(et)) c.set_storage_type(id, et);
   }
   for (auto& vi : gp.output())
-    if (!is_composite_type(vi.type())) check_tensor_type(vi, "graph output");  // [issue 4] composites flatten below
+    if (!is_composite_type(vi.type())) check_tensor_type(vi, "graph output");  // composites flatten below
   for (auto& n : gp.node()) import_node(c, n);
   std::set<V> used;
   for (auto& vi : gp.output()) {
-    if (is_composite_type(vi.type())) {  // [issue 4] one graph output NAME[i] per element
+    if (is_composite_type(vi.type())) {  // one graph output NAME[i] per element
       add_composite_output(c, vi, used);
       continue;
     }

@@ -15,7 +15,7 @@ namespace rlx::onnx {
 
 using V = ValueId;
 
-// [issue 4: control flow, sequences, optionals — control_flow.cpp, sequences.cpp]
+// Control flow, sequences, optionals: control_flow.cpp, sequences.cpp.
 // A sequence- or optional-typed ONNX value at import: a static list of ordinary graph values.
 // Its length (and, for an optional, whether it holds an element) is fixed at import; at the graph
 // boundary each element is its own graph input/output, named NAME[i].
@@ -115,13 +115,13 @@ class Ctx {
  public:
   void set_const(V v, Tensor t) { consts_[v] = std::move(t); }
   void pin(V v, Tensor t) { pinned_[v] = std::move(t); }
-  // [issue 4] sequence/optional-typed ONNX names (disjoint from env) and fed-value lookup.
+  // sequence/optional-typed ONNX names (disjoint from env) and fed-value lookup.
   std::map<std::string, CompositeValue> composites;
   const Tensor* pinned_value(V v) const {
     auto it = pinned_.find(v);
     return it == pinned_.end() ? nullptr : &it->second;
   }
-  // [issue 4: dtypes] Storage-only ONNX types (float8, float4, int4, int2) travel in f32/i32
+  // Storage-only ONNX types (float8, float4, int4, int2) travel in f32/i32
   // (storage_formats.h); this remembers which format a value holds, so CastLike/QuantizeLinear know
   // the target grid. 0 = the value's own dtype.
   int storage_type(V v) const {
@@ -156,7 +156,7 @@ void register_resize_ops(std::map<std::string, Converter>& r);
 void register_misc_ops(std::map<std::string, Converter>& r);
 void register_conv_transpose(std::map<std::string, Converter>& r);
 
-// ---- [issue 4: control flow / sequences / training ops] -------------------------------------------
+// ---- control flow / sequences / training ops ------------------------------------------------------
 // Converts one node (domain check, registry lookup, composite-value hooks); the main node loop and
 // subgraph bodies (If/Loop/Scan/SequenceMap) both go through it.
 void import_node(Ctx& c, const ::onnx::NodeProto& n);
@@ -169,7 +169,7 @@ void add_composite_output(Ctx& c, const ::onnx::ValueInfoProto& vi, std::set<V>&
 void register_control_flow_ops(std::map<std::string, Converter>& r);
 void register_sequence_ops(std::map<std::string, Converter>& r);
 void register_training_ops(std::map<std::string, Converter>& r);
-// ---- [issue 4: op-missing bucket — ops_signal/ops_extra/ops_rnn/ops_vision/ops_qlinear.cpp] ----------
+// ---- ops_signal/ops_extra/ops_rnn/ops_vision/ops_qlinear.cpp -----------------------------------------
 void register_signal_ops(std::map<std::string, Converter>& r);
 void register_extra_ops(std::map<std::string, Converter>& r);
 void register_rnn_ops(std::map<std::string, Converter>& r);

@@ -19,7 +19,7 @@ struct ImportOptions {
   // at import (a Reshape target, Pad pads, Slice starts, TopK K fed as graph inputs), the graph is
   // specialized on it, as it is on input shapes; elsewhere the input stays a run-time value.
   std::map<std::string, Tensor> input_values;
-  // [issue 4] Sequence/optional-typed graph inputs: how many elements are fed (-1: an empty optional).
+  // Sequence/optional-typed graph inputs: how many elements are fed (-1: an empty optional).
   // Element i is the graph input NAME[i]; its shape/value go in input_shapes/input_values as NAME[i].
   std::map<std::string, int64_t> sequence_lengths;
 };

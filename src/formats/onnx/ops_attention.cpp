@@ -33,7 +33,7 @@ void attention(Ctx& c) {
     k = split_heads(c, k, kvh);
     v = split_heads(c, v, kvh);
   }
-  std::optional<V> nonpad = c.opt_in(6);  // [issue 4] per-batch valid kv length (external cache)
+  std::optional<V> nonpad = c.opt_in(6);  // per-batch valid kv length (external cache)
   if (nonpad && c.has_input(4)) c.error("nonpad_kv_seqlen cannot be combined with past_key/past_value");
   int64_t past = 0;
   if (c.has_input(4) != c.has_input(5)) c.error("past_key and past_value must be given together");

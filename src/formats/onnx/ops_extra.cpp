@@ -1,4 +1,4 @@
-// ONNX ops composed at import (issue 4): Acos/Asin/Atan, Einsum, SwiGLU, RotaryEmbedding,
+// ONNX ops composed at import: Acos/Asin/Atan, Einsum, SwiGLU, RotaryEmbedding,
 // LinearAttention, CausalConvWithState, AffineGrid, TensorScatter, ReverseSequence, Det, TfIdfVectorizer.
 // Each becomes existing HIR/MIR ops; recurrences are unrolled over their static length.
 #include <algorithm>

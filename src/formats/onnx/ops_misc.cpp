@@ -16,7 +16,7 @@ V sc(Ctx& c, double v, V like) { return c.scalar(v, c.dtype(like)); }
 V along(Ctx& c, V p, int64_t axis, int64_t r) {
   if (c.rank(p) == 0) return p;
   if (int64_t bs = c.attr_i("block_size", 0)) {
-    // [issue 4] blocked: p has x's rank with dim `axis` = ceil(len / bs); repeat each entry bs times.
+    // blocked: p has x's rank with dim `axis` = ceil(len / bs); repeat each entry bs times.
     if (c.rank(p) != r) c.error("blocked quantization needs a scale of the input's rank");
     int64_t len = c.static_shape(c.in(0), "input")[axis];
     std::vector<int64_t> idx(static_cast<size_t>(len));
@@ -83,7 +83,7 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
     y = c.bin(OpKind::Min, c.bin(OpKind::Max, y, sc(c, lo, y)), sc(c, hi, y));
     c.set_output(0, c.convert(y, qt));
   };
-  // [issue 4] ai.onnx.ml ops that are plain tensor ops.
+  // ai.onnx.ml ops that are plain tensor ops.
   r["Binarizer"] = [](Ctx& c) {
     V x = c.in(0);
     V hit = c.bin(OpKind::Gt, x, sc(c, c.attr_f("threshold", 0.0), x));
@@ -171,7 +171,7 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
     if (!dilated) {
       s = c.op1(OpKind::ReduceWindow, {ax}, {{"kind", "sum"}, {"window", win}, {"strides", strides}, {"pads", wp}});
     } else {
-      // [issue 4] Dilated windows: pad, gather each spatial dim into (out, k) taps, sum the taps.
+      // Dilated windows: pad, gather each spatial dim into (out, k) taps, sum the taps.
       std::vector<int64_t> lo(rk, 0), hi(rk, 0), perm{0, 1}, shape{xd[0], xd[1]}, taps;
       for (size_t i = 0; i < sp; ++i) lo[2 + i] = pads[i], hi[2 + i] = pads[sp + i];
       V v = c.op1(OpKind::Pad, {ax}, {{"low", lo}, {"high", hi}, {"value", 0.0}});

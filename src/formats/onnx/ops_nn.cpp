@@ -118,7 +118,7 @@ V normalize(Ctx& c, V x, const std::vector<int64_t>& axes, double eps) {
   return c.bin(OpKind::Mul, xc, c.unary(OpKind::Rsqrt, c.bin(OpKind::Add, var, sc(c, eps, var))));
 }
 
-// [cleanup2] The first stage LayerNormalization and RMSNormalization share (both ONNX functions):
+// The first stage LayerNormalization and RMSNormalization share (both ONNX functions):
 // the normalized axes [axis, rank), epsilon, and the dtype the statistics are computed in.
 // stash_type (a TensorProto code: 1 float, 10 float16, 11 double, 16 bfloat16; default 1 in both
 // specs) names the computation dtype; we use the more precise of it and X's dtype (f16 and bf16,
@@ -150,7 +150,7 @@ NormStage norm_stage(Ctx& c, V x) {
   return s;
 }
 
-// [issue 4] Pooling with dilations and/or MaxPool's Indices output: each spatial dim of the padded
+// Pooling with dilations and/or MaxPool's Indices output: each spatial dim of the padded
 // input is gathered into (out, k) window taps (index o*stride + j*dilation), the taps are moved
 // last and reduced. Indices (MaxPool) index the unpadded input flattened row-major (storage_order 0)
 // or column-major over the spatial dims (storage_order 1), picked at the first maximum.

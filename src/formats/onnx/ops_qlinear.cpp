@@ -1,4 +1,4 @@
-// ONNX integer/quantized ops (issue 4): QLinearMatMul, QLinearConv, ConvInteger, DynamicQuantizeLinear. Integer products run in f64 (exact for 8-bit operands and
+// ONNX integer/quantized ops: QLinearMatMul, QLinearConv, ConvInteger, DynamicQuantizeLinear. Integer products run in f64 (exact for 8-bit operands and
 // any realistic reduction length: |sum| < 2^53), then are rounded (half to even) and saturated.
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-// ONNX recurrent ops (issue 4): RNN, GRU, LSTM, unrolled over the static sequence length at import.
+// ONNX recurrent ops: RNN, GRU, LSTM, unrolled over the static sequence length at import.
 // The input projection of every step is one dot_general; each step then adds H·Rᵀ and applies the
 // gate activations. sequence_lens (forward direction) freezes the state and zeroes Y past each length.
 #include <cmath>

@@ -1,4 +1,4 @@
-// ONNX signal ops (issue 4): DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix.
+// ONNX signal ops: DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix.
 // A DFT along one axis is a product with constant cos/sin matrices built at import (dot_general);
 // windows and mel matrices are constants computed at import from their (import-time) sizes.
 #include <cmath>

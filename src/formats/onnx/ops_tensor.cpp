@@ -281,7 +281,7 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0);
     const Tensor& it = c.const_in(1, "indices");
     auto d = c.static_shape(x, "data");
-    // [issue 4] batch_dims b: the first b dims of data and indices are paired; index tuples address
+    // batch_dims b: the first b dims of data and indices are paired; index tuples address
     // dims [b, b+k) within each batch. Everything folds to one gather over the flattened data.
     int64_t b = c.attr_i("batch_dims", 0);
     int64_t q = it.rank(), k = it.shape().back(), rk = static_cast<int64_t>(d.size());
@@ -327,7 +327,7 @@ void register_tensor_ops(std::map<std::string, Converter>& r) {
       V hit = c.bin(OpKind::Gt, c.op1(OpKind::ScatterAdd, {zeros, lin, ones}, {{"axis", int64_t{0}}}), c.scalar(0, c.dtype(x)));
       y = c.select(hit, added, flat);
     } else if (red == "max" || red == "min" || red == "mul") {
-      // [issue 4] No scatter-max/min/mul primitive: a dense [m, n] hit mask folds the updates per
+      // No scatter-max/min/mul primitive: a dense [m, n] hit mask folds the updates per
       // position with reduce_max/min/prod, then combines with the data where any update landed.
       if (m * n > (int64_t{1} << 26)) c.error("reduction '" + red + "' over " + std::to_string(m) + " x " + std::to_string(n) + " is too large");
       DType dt = c.dtype(x);

@@ -1,4 +1,4 @@
-// ONNX training ops (issue 4): the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum)
+// ONNX training ops: the ai.onnx.preview.training optimizers (Adagrad, Adam, Momentum)
 // composed from elementwise ops, and the training modes of BatchNormalization (batch statistics,
 // running-stat update) and Dropout (seeded masks drawn at import, see below).
 // The learning rate R and step count T are ordinary run-time inputs.

@@ -1,4 +1,4 @@
-// ONNX vision ops (issue 4): GridSample, Col2Im, MaxUnpool, RoiAlign, DeformConv (gathers with
+// ONNX vision ops: GridSample, Col2Im, MaxUnpool, RoiAlign, DeformConv (gathers with
 // run-time indices plus weights), and NonMaxSuppression / Unique, whose output shapes depend on
 // the data: those two are computed at import when their inputs are known then (constants, or
 // values the caller feeds through ImportOptions::input_values) and fail otherwise.

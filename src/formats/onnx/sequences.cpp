@@ -1,4 +1,4 @@
-// ONNX sequences and optionals (issue 4). At import a sequence- or optional-typed value is a static
+// ONNX sequences and optionals. At import a sequence- or optional-typed value is a static
 // list of graph values (CompositeValue): its length, and whether an optional holds an element, are
 // fixed at import (by the model, or by the values fed for graph inputs); the element tensors stay
 // ordinary run-time values. At the graph boundary each element is its own input/output NAME[i].

@@ -22,6 +22,6 @@ std::vector<int32_t> decompose_unsqueeze(Builder& b, const Node& n, const std::v
 }  // namespace rlx
 
 namespace rlx {
-// [issue 6] stop_gradient is the identity in value: it lowers to its input (no node, no copy).
+// stop_gradient is the identity in value: it lowers to its input (no node, no copy).
 std::vector<int32_t> decompose_stop_gradient(Builder&, const Node&, const std::vector<int32_t>& in) { return {in[0]}; }
 }  // namespace rlx

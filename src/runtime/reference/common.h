@@ -112,7 +112,7 @@ Outs eval_activation(const Node& n, const Ins& in, const Types& ot);  // gelu si
 Outs eval_rope(const Node& n, const Ins& in, const Types& ot);
 // attention.cpp
 Outs eval_attention(const Node& n, const Ins& in, const Types& ot);
-// quant.cpp (issue 5: quantized weights)
+// quant.cpp (quantized weights)
 Outs eval_dequantize(const Node& n, const Ins& in, const Types& ot);
 Outs eval_dequant_matmul(const Node& n, const Ins& in, const Types& ot);
 

@@ -94,10 +94,10 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     case OpKind::Attention: return eval_attention(n, in, ot);
     case OpKind::Rope: return eval_rope(n, in, ot);
     case OpKind::Expand: return eval_expand(n, in, ot);
-    // issue 5: quantized weights (quant.cpp)
+    // quantized weights (quant.cpp)
     case OpKind::Dequantize: return eval_dequantize(n, in, ot);
     case OpKind::DequantMatMul: return eval_dequant_matmul(n, in, ot);
-    // issue 6: autodiff marker, identity in value
+    // autodiff marker, identity in value
     case OpKind::StopGradient: return {in[0].clone()};
   }
   fail("[reference] no reference for op ", static_cast<int>(n.op));
