@@ -1,11 +1,11 @@
 #!/bin/bash
 # One call on the lent H200 (the `device` tool; see docs/devices/cuda.md): build from source, then
-#   rlx devices | cuda unit tests | conformance on cuda | attention vs PyTorch SDPA |
+#   rlx devices | cpu conformance per ISA level of the host CPU | cuda unit tests | conformance on cuda | attention vs PyTorch SDPA |
 #   MiniLM benchmark vs PyTorch | MNIST MLP training vs PyTorch CUDA and JAX.
 # $OUT gets log.txt, the results JSONs and all.tgz (everything else: tests, ops, profiles), since
 # the device tool brings back at most 8 files.
 # Carry build-cuda/devcarry (GoogleTest headers + static libs from the dev machine).
-# STAGES (default "build devices tests ops cputhreads attn mnist bench") picks a subset; the MiniLM bench runs
+# STAGES (default "build devices cpuisa tests ops cputhreads attn mnist bench") picks a subset; the MiniLM bench runs
 # last since torch.compile (max-autotune) takes minutes per shape (PEER_BUDGET_S caps it).
 set -u
 OUT=${OUT:-/tmp/rlx-out}
@@ -19,7 +19,7 @@ if [ -z "${RLX_INNER:-}" ]; then  # run the stages under a time budget, then pac
   exit $rc
 fi
 exec > >(tee "$OUT/log.txt") 2>&1
-STAGES=${STAGES:-build devices tests ops cputhreads attn mnist bench}
+STAGES=${STAGES:-build devices cpuisa tests ops cputhreads attn mnist bench}
 ROOT=$PWD
 B=/tmp/rlx-device-build
 export RLX_CACHE_DIR=/tmp/rlx-cache
@@ -42,6 +42,16 @@ RLX=$B/bin/rlx
 if has devices; then
   stamp devices
   $RLX devices | tee "$OUT/devices.txt"
+fi
+if has cpuisa; then  # another CPU kind: the cpu conformance cases at every ISA level this host has
+  stamp "cpu ISA levels on the device host"
+  lscpu | grep -E "Model name|^CPU\(s\)|Flags" | sed 's/\(Flags:.\{0,60\}\).*\( avx512f\| avx2\).*/\1 ...\2 .../' | tee "$OUT/cpu_isa.txt"
+  grep -o -w -E "avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_bf16" /proc/cpuinfo | sort -u | tr '\n' ' ' | tee -a "$OUT/cpu_isa.txt"; echo
+  levels=$($RLX devices | sed -n 's/.*ISA levels: \([a-z0-9 ]*\);.*/\1/p' | head -n 1)
+  for l in $levels; do
+    RLX_CPU_ISA=$l RLX_NUM_THREADS=4 $RLX ops --device cpu > "$OUT/ops_cpu_$l.txt" 2>&1
+    echo "RLX_CPU_ISA=$l: rc=$? $(grep -E 'conformance' "$OUT/ops_cpu_$l.txt" | tail -n 1)" | tee -a "$OUT/cpu_isa.txt"
+  done
 fi
 if has tests && [ -x $B/bin/rlx_cuda_tests ]; then
   stamp tests
