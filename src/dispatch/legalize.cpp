@@ -391,8 +391,6 @@ Legalized legalize(const Graph& g, const std::string& device, const DispatchOpti
 
 std::string DispatchReport::table() const {
   std::ostringstream os;
-  int total = 0;
-  for (auto& r : rows) total += r.count;
   os << "dispatch report: device " << device << "\n";
   char buf[512];
   std::snprintf(buf, sizeof buf, "  %-18s %-6s %-11s %5s  %s\n", "op", "dtype", "path", "nodes", "reason");
