@@ -72,6 +72,12 @@ RLX_AVX512_FN void ukernel_avx512(int64_t kc, const float* A, int64_t lda, const
     _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc + NP * kNr - 1), _MM_HINT_T0);
   }
+  if (res)  // and the residual's, read once from memory (a strided stream the hardware misses)
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(res + r * ldr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(res + r * ldr + NP * kNr - 1), _MM_HINT_T0);
+    }
   const float* B1 = B + bstride;
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(B + k * kNr);
