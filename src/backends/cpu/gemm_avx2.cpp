@@ -341,6 +341,9 @@ void fill(GemmKernels& t) {
 GemmKernels make_kernels(CpuIsa isa) {
   GemmKernels t;
   t.isa = isa;
+  t.mr = kMr;
+  t.kc = kKc;
+  t.mc = kMc;
 #if defined(RLX_GEMM_X86)
   if (isa >= CpuIsa::Avx512) {
     fill_avx512_kernels(t);

@@ -39,8 +39,8 @@ constexpr int kMaxMr = 16;
 // the AVX2 6x16 ones, or the AVX-512 ones (gemm_avx512.cpp).
 struct GemmKernels {
   CpuIsa isa = CpuIsa::Generic;
-  int mr = 6;                  // rows of a full tile = height of a packed A micro-panel
-  int64_t kc = 768, mc = 72;   // K block and rows per packed A block (mc a multiple of mr)
+  int mr = 0;               // rows of a full tile = height of a packed A micro-panel
+  int64_t kc = 0, mc = 0;   // K block and rows per packed A block (mc a multiple of mr)
   Ukernel k1[2][kMaxMr + 1] = {};   // [k-major A][rows]: 16 columns
   Ukernel2 k2[2][kMaxMr + 1] = {};  // 32 columns (two panels), or all null
   // Copies mr full rows x kc of a row-major A into a k-major micro-panel (null: a scalar loop).

@@ -15,9 +15,11 @@ namespace rlx::cpu::simd {
 
 // GCC 12 flags the self-initialised "undefined" source of avx512fintrin.h's max/min/slli when they
 // inline here (a false positive, gone in GCC 13).
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // e^x on 16 lanes: exp8 (simd_avx2.h) lane for lane, the whole float range (NaN kept, +inf above
 // 88.72283, +0 below -86.98).
@@ -71,7 +73,9 @@ RLX_AVX512_FN inline __m512 gelu16(__m512 v) {
   return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(_mm512_set1_ps(1.f), erf));
 }
 
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // Lanes [0, n) set, n clamped to [0, 16]: the mask of a row's tail for masked loads and stores.
 RLX_AVX512_FN inline __mmask16 tail_mask16(long n) {
