@@ -18,6 +18,8 @@
 //        RLX_NUM_THREADS=2 /tmp/gemm_shapes 2      (wall time, 2 threads)
 //        RLX_NUM_THREADS=2 /tmp/gemm_shapes 2cpu   (process CPU time, 2 threads)
 //        optional 2nd argument: a substring of the shape names to run only those.
+//        OpenBLAS 0.3.21 picks its kernels by CPU model and falls back to SSE3 ("Prescott") on models it
+//        does not know (Intel family 6 model 207): OPENBLAS_CORETYPE=SkylakeX gives it its AVX-512 kernels.
 // [issue 6 cpugemm] The last section ("step mlp1 b128" ...; filter "step" runs only it) times one SGD
 // step's GEMMs in the step's order with the step's fused epilogues (bias+ReLU, bias, the ReLU mask,
 // the SGD update) on distinct buffers, with GEMM_STEP_GAP_MS (default 1) of single-threaded busy work
