@@ -1,5 +1,6 @@
 // GEMM speed on the cpu device's shapes: OpenBLAS (cblas_sgemm, its own threads) vs RLX's own packed
-// AVX2 GEMM (src/backends/cpu/gemm_avx2.cpp) on our pool.
+// GEMM (src/backends/cpu/gemm_avx2.cpp) on our pool, with its AVX2 6x16 tiles and, where the host has
+// AVX-512, its AVX-512 12x32 tiles (gemm_avx512.cpp) side by side (gemm_*_with picks the family).
 //  - MiniLM Linear shapes x[M,K]·W[N,K]ᵀ: "rlx packed" has the weight packed once (as the cpu executable
 //    does), "rlx gemm_f32" packs it on every call (the general entry point).
 //  - MLP training shapes (784-128-10 and 784-512-512-10, batch 128 and 1024): forward X·W, weight
@@ -10,13 +11,15 @@
 // of all threads together (what a loaded machine makes measurable: duplicated work and spinning show
 // up, descheduling does not). Median of many runs after warm-ups; every result is checked against
 // OpenBLAS.
-// Build (one line): g++ -O3 -std=c++20 -Isrc -fno-trapping-math bench/gemm_shapes.cpp
-//          src/backends/cpu/gemm_avx2.cpp src/backends/cpu/gemm_narrow.cpp src/backends/cpu/parallel.cpp
-//          -o /tmp/gemm_shapes -lopenblas -lpthread
+// Build (one line): g++ -O3 -std=c++20 -Isrc -Iinclude -fno-trapping-math bench/gemm_shapes.cpp
+//          src/backends/cpu/gemm_avx2.cpp src/backends/cpu/gemm_avx512.cpp src/backends/cpu/gemm_narrow.cpp
+//          src/backends/cpu/parallel.cpp src/backends/cpu/isa.cpp -o /tmp/gemm_shapes -lopenblas -lpthread
 // Run:   RLX_NUM_THREADS=1 /tmp/gemm_shapes 1      (CPU time, 1 thread)
 //        RLX_NUM_THREADS=2 /tmp/gemm_shapes 2      (wall time, 2 threads)
 //        RLX_NUM_THREADS=2 /tmp/gemm_shapes 2cpu   (process CPU time, 2 threads)
 //        optional 2nd argument: a substring of the shape names to run only those.
+//        OpenBLAS 0.3.21 picks its kernels by CPU model and falls back to SSE3 ("Prescott") on models it
+//        does not know (Intel family 6 model 207): OPENBLAS_CORETYPE=SkylakeX gives it its AVX-512 kernels.
 // [issue 6 cpugemm] The last section ("step mlp1 b128" ...; filter "step" runs only it) times one SGD
 // step's GEMMs in the step's order with the step's fused epilogues (bias+ReLU, bias, the ReLU mask,
 // the SGD update) on distinct buffers, with GEMM_STEP_GAP_MS (default 1) of single-threaded busy work
@@ -97,8 +100,19 @@ int main(int argc, char** argv) {
   std::printf("# %d thread(s), %s; GFLOP/s; load average at start %.2f\n", nt,
               g_cpu_clock ? "thread CPU time" : g_proc_clock ? "process CPU time (all threads)" : "wall time",
               load_avg());
-  std::printf("%-22s %5s %5s %5s %2s | %9s %11s %11s | %8s %5s\n", "shape", "M", "N", "K", "op", "openblas",
-              "rlx packed", "rlx gemm_f32", "max|diff|", "load");
+  using rlx::cpu::CpuIsa;
+  const bool has512 = rlx::cpu::cpu_isa_host() >= CpuIsa::Avx512;  // else the avx512 columns read "-"
+  std::printf("# columns: rlx packed (weight packed once) and rlx gemm_f32 (packed per call), each with the AVX2\n"
+              "# and the AVX-512 kernels (host: %s)\n", rlx::cpu::cpu_isa_features().c_str());
+  std::printf("%-22s %5s %5s %5s %2s | %8s | %6s %6s | %6s %6s | %8s %5s\n", "shape", "M", "N", "K", "op", "openblas",
+              "packed", "avx512", "f32", "avx512", "max|diff|", "load");
+  std::printf("%-22s %5s %5s %5s %2s | %8s | %6s %6s | %6s %6s |\n", "", "", "", "", "", "", "avx2", "", "avx2", "");
+  auto col = [](bool on, double v) {  // an AVX-512 column: "-" without AVX-512
+    char b[16];
+    if (on) std::snprintf(b, sizeof b, "%6.1f", v);
+    else std::snprintf(b, sizeof b, "%6s", "-");
+    return std::string(b);
+  };
 
   struct L { int M, N, K; const char* what; };
   const std::vector<L> linear = {{4096, 384, 384, "b32s128 q/k/v/o"},     {4096, 1536, 384, "b32s128 ffn up"},
@@ -119,13 +133,19 @@ int main(int argc, char** argv) {
     const size_t np = size_t(rlx::cpu::packed_b_size(s.K, s.N));
     float* Wp = static_cast<float*>(std::aligned_alloc(64, (np * sizeof(float) + 63) / 64 * 64));
     rlx::cpu::pack_b(true, W.data(), s.K, s.K, s.N, Wp);
-    double t2 = median_ms([&] { rlx::cpu::gemm_packed(s.M, s.N, s.K, A.data(), s.K, Wp, C2.data(), s.N, nullptr); });
-    double t3 = median_ms([&] {
-      rlx::cpu::gemm_f32(false, true, s.M, s.N, s.K, A.data(), s.K, W.data(), s.K, C3.data(), s.N);
-    });
+    double tp[2] = {}, tf[2] = {}, diff = 0;
+    for (int l = 0; l < (has512 ? 2 : 1); ++l) {
+      const CpuIsa isa = l ? CpuIsa::Avx512 : CpuIsa::Avx2;
+      tp[l] = median_ms([&] { rlx::cpu::gemm_packed_with(isa, s.M, s.N, s.K, A.data(), s.K, Wp, C2.data(), s.N, nullptr); });
+      tf[l] = median_ms([&] {
+        rlx::cpu::gemm_f32_with(isa, false, true, s.M, s.N, s.K, A.data(), s.K, W.data(), s.K, C3.data(), s.N);
+      });
+      diff = std::max({diff, max_diff(C, C2), max_diff(C, C3)});
+    }
     std::free(Wp);
-    std::printf("%-22s %5d %5d %5d %2s | %9.1f %11.1f %11.1f | %8.1e %5.2f\n", s.what, s.M, s.N, s.K, "NT", mflop / t1,
-                mflop / t2, mflop / t3, std::max(max_diff(C, C2), max_diff(C, C3)), load_avg());
+    std::printf("%-22s %5d %5d %5d %2s | %8.1f | %6.1f %s | %6.1f %s | %8.1e %5.2f\n", s.what, s.M, s.N, s.K, "NT",
+                mflop / t1, mflop / tp[0], col(has512, mflop / tp[1]).c_str(), mflop / tf[0], col(has512, mflop / tf[1]).c_str(), diff,
+                load_avg());
   }
 
   // Training: per layer [in -> out] at batch B: forward X[B,in]·W[in,out] (NN), weight gradient
@@ -154,11 +174,17 @@ int main(int argc, char** argv) {
       cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.M, s.N, s.K,
                   1.f, A.data(), lda, Bm.data(), ldb, 0.f, C.data(), s.N);
     });
-    double t3 = median_ms([&] {
-      rlx::cpu::gemm_f32(s.ta, s.tb, s.M, s.N, s.K, A.data(), lda, Bm.data(), ldb, C3.data(), s.N);
-    });
-    std::printf("%-22s %5d %5d %5d %c%c | %9.1f %11s %11.1f | %8.1e %5.2f\n", s.what.c_str(), s.M, s.N, s.K,
-                s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', mflop / t1, "-", mflop / t3, max_diff(C, C3), load_avg());
+    double tf[2] = {}, diff = 0;
+    for (int l = 0; l < (has512 ? 2 : 1); ++l) {
+      const CpuIsa isa = l ? CpuIsa::Avx512 : CpuIsa::Avx2;
+      tf[l] = median_ms([&] {
+        rlx::cpu::gemm_f32_with(isa, s.ta, s.tb, s.M, s.N, s.K, A.data(), lda, Bm.data(), ldb, C3.data(), s.N);
+      });
+      diff = std::max(diff, max_diff(C, C3));
+    }
+    std::printf("%-22s %5d %5d %5d %c%c | %8.1f | %6s %6s | %6.1f %s | %8.1e %5.2f\n", s.what.c_str(), s.M, s.N, s.K,
+                s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', mflop / t1, "-", "-", mflop / tf[0], col(has512, mflop / tf[1]).c_str(), diff,
+                load_avg());
   }
 
   // [issue 6 cpugemm] One SGD step's GEMMs in the step's order with its fused epilogues (forward

@@ -4,7 +4,8 @@
 //   kc x 16 micro-panel is reused by every 6-row tile of the block) > 6-row micro tiles (12 ymm
 //   accumulators). The epilogue runs on the last K block of each tile, before it leaves registers.
 // With few rows or few 16-column panels (little reuse), A is read in place instead.
-// CPUs without AVX2/FMA run the same loop nest with a portable micro-kernel.
+// CPUs without AVX2/FMA run the same loop nest with a portable micro-kernel, AVX-512 hosts with the
+// 12x32 tiles of gemm_avx512.cpp (GemmKernels: the family and its blocking, chosen by cpu_isa()).
 // [issue 6 cpugemm] gemm_f32 with N <= 12 (a classifier layer) takes the narrow kernels instead
 // (gemm_narrow.cpp); the ReLU-backward mask is an in-register epilogue (GemmEpi::mask).
 #include "backends/cpu/gemm_avx2.h"
@@ -20,6 +21,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_avx2.h"
 #include "backends/cpu/vmath.h"
+#include "rlx/error.h"
 
 namespace rlx::cpu {
 
@@ -323,37 +325,41 @@ __attribute__((target("avx2,fma"))) inline void transpose8(const float* s, int64
 }
 #endif
 
-using Ukernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int, bool, const GemmEpi*,
-                         int64_t, const float*, int64_t, const float*);
-
-struct Kernels {
-  Ukernel k[2][kMr + 1] = {};  // [A packed][rows]
-  bool avx2 = false;
-};
-
 template <bool PA>
-void fill(Kernels& t) {
+void fill(GemmKernels& t) {
 #if defined(RLX_GEMM_X86)
   if (t.avx2) {
-    t.k[PA][1] = ukernel_avx2<1, PA>, t.k[PA][2] = ukernel_avx2<2, PA>, t.k[PA][3] = ukernel_avx2<3, PA>;
-    t.k[PA][4] = ukernel_avx2<4, PA>, t.k[PA][5] = ukernel_avx2<5, PA>, t.k[PA][6] = ukernel_avx2<6, PA>;
+    t.k1[PA][1] = ukernel_avx2<1, PA>, t.k1[PA][2] = ukernel_avx2<2, PA>, t.k1[PA][3] = ukernel_avx2<3, PA>;
+    t.k1[PA][4] = ukernel_avx2<4, PA>, t.k1[PA][5] = ukernel_avx2<5, PA>, t.k1[PA][6] = ukernel_avx2<6, PA>;
     return;
   }
 #endif
-  t.k[PA][1] = ukernel_portable<1, PA>, t.k[PA][2] = ukernel_portable<2, PA>, t.k[PA][3] = ukernel_portable<3, PA>;
-  t.k[PA][4] = ukernel_portable<4, PA>, t.k[PA][5] = ukernel_portable<5, PA>, t.k[PA][6] = ukernel_portable<6, PA>;
+  t.k1[PA][1] = ukernel_portable<1, PA>, t.k1[PA][2] = ukernel_portable<2, PA>, t.k1[PA][3] = ukernel_portable<3, PA>;
+  t.k1[PA][4] = ukernel_portable<4, PA>, t.k1[PA][5] = ukernel_portable<5, PA>, t.k1[PA][6] = ukernel_portable<6, PA>;
 }
 
-Kernels pick_kernels() {
-  Kernels t;
-  t.avx2 = fast_gemm_available();
+GemmKernels make_kernels(CpuIsa isa) {
+  GemmKernels t;
+  t.isa = isa;
+  t.mr = kMr;
+  t.kc = kKc;
+  t.mc = kMc;
+#if defined(RLX_GEMM_X86)
+  if (isa >= CpuIsa::Avx512) {
+    fill_avx512_kernels(t);
+    return t;
+  }
+  t.avx2 = isa >= CpuIsa::Avx2;
+  if (t.avx2) t.pack_a_rows = pack_a_panel6_avx;
+#endif
   fill<false>(t);
   fill<true>(t);
   return t;
 }
 
-const Kernels& kernels() {
-  static const Kernels k = pick_kernels();
+// The family gemm_f32/gemm_packed use: cpu_isa()'s, or the portable one under RLX_GEMM=blas.
+const GemmKernels& kernels() {
+  static const GemmKernels& k = gemm_kernels(fast_gemm_available() ? cpu_isa() : CpuIsa::Generic);
   return k;
 }
 
@@ -376,39 +382,39 @@ struct Scratch {
 };
 thread_local Scratch t_apack, t_bpack;
 
-// Copies op(A) rows [0, mb) x k [0, kb) into 6-row k-major micro-panels: panel p at d + p * 6 * kb.
+template <int PM>
+void pack_ta_rows(const float* s, int64_t lda, int64_t kb, float* d) {
+  for (int64_t k = 0; k < kb; ++k) std::memcpy(d + k * PM, s + k * lda, PM * sizeof(float));
+}
+
+// Copies op(A) rows [0, mb) x k [0, kb) into mr-row k-major micro-panels: panel p at d + p * mr * kb.
 // `A` points at element (row 0, k 0) of op(A); trans_a means it is stored [K, M] with row stride lda.
-void pack_a(bool trans_a, const float* A, int64_t lda, int64_t mb, int64_t kb, float* d, bool avx2) {
-  for (int64_t i = 0; i < mb; i += kMr, d += kMr * kb) {
-    const int64_t mr = std::min(kMr, mb - i);
-    if (trans_a) {  // op(A) rows are contiguous columns of the stored A: 6 floats per k
+void pack_a(const GemmKernels& ks, bool trans_a, const float* A, int64_t lda, int64_t mb, int64_t kb, float* d) {
+  const int64_t pm = ks.mr;
+  for (int64_t i = 0; i < mb; i += pm, d += pm * kb) {
+    const int64_t mr = std::min(pm, mb - i);
+    if (trans_a) {  // op(A) rows are contiguous columns of the stored A: mr floats per k
       const float* s = A + i;
-      if (mr == kMr)
-        for (int64_t k = 0; k < kb; ++k) {
-          std::memcpy(d + k * kMr, s + k * lda, 4 * sizeof(float));
-          std::memcpy(d + k * kMr + 4, s + k * lda + 4, 2 * sizeof(float));
-        }
+      if (mr == 6 && pm == 6) pack_ta_rows<6>(s, lda, kb, d);
+      else if (mr == 12 && pm == 12) pack_ta_rows<12>(s, lda, kb, d);
       else
         for (int64_t k = 0; k < kb; ++k)
-          for (int64_t r = 0; r < mr; ++r) d[k * kMr + r] = s[k * lda + r];
+          for (int64_t r = 0; r < mr; ++r) d[k * pm + r] = s[k * lda + r];
       continue;
     }
     const float* s = A + i * lda;
-#if defined(RLX_GEMM_X86)
-    if (avx2 && mr == kMr) {
-      pack_a_panel6_avx(s, lda, kb, d);
+    if (ks.pack_a_rows && mr == pm) {
+      ks.pack_a_rows(s, lda, kb, d);
       continue;
     }
-#endif
-    (void)avx2;
     for (int64_t r = 0; r < mr; ++r)
-      for (int64_t k = 0; k < kb; ++k) d[k * kMr + r] = s[r * lda + k];
+      for (int64_t k = 0; k < kb; ++k) d[k * pm + r] = s[r * lda + k];
   }
 }
 
 // The single-thread loop nest over rows [0, M) of op(A) (A points at its row 0) and packed B.
-void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool trans_a, const float* Bp, float* C,
-                 int64_t ldc, const GemmEpi* epi, bool accumulate) {
+void gemm_serial(const GemmKernels& ks, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool trans_a,
+                 const float* Bp, float* C, int64_t ldc, const GemmEpi* epi, bool accumulate) {
   if (M <= 0 || N <= 0) return;
   if (K == 0) {
     alignas(32) float zero[kNr] = {};
@@ -422,31 +428,37 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
     if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
     return;
   }
-  const Kernels& ks = kernels();
   // Packing A pays when many 16-column panels reuse it; a transposed A (strided by lda per k) sooner.
   const bool pack = M > 4 * kMr && (trans_a ? N > kNr : N >= 16 * kNr);
-  const int64_t nk = (K + kKc - 1) / kKc, kc = (K + nk - 1) / nk;
-  const int64_t mc = std::min(M, kMc);
-  float* abuf = pack ? t_apack.get(static_cast<size_t>((mc + kMr - 1) / kMr * kMr * kc)) : nullptr;
+  const int64_t pm = ks.mr, nk = (K + ks.kc - 1) / ks.kc, kc = (K + nk - 1) / nk;
+  const int64_t mc = std::min(M, ks.mc);
+  const bool wide = ks.k2[0][1] != nullptr;  // the family has 32-column tiles
+  float* abuf = pack ? t_apack.get(static_cast<size_t>((mc + pm - 1) / pm * pm * kc)) : nullptr;
   for (int64_t ic = 0; ic < M; ic += mc) {
     const int64_t mb = std::min(mc, M - ic);
     for (int64_t pc = 0; pc < K; pc += kc) {
       const int64_t kb = std::min(kc, K - pc);
       const bool last = pc + kb == K, acc = accumulate || pc > 0;
       const GemmEpi* e = last ? epi : nullptr;
-      if (pack) pack_a(trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mb, kb, abuf, ks.avx2);
-      for (int64_t j = 0; j < N; j += kNr) {
-        const int nr = static_cast<int>(std::min(kNr, N - j));
+      if (pack) pack_a(ks, trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mb, kb, abuf);
+      for (int64_t j = 0; j < N;) {
+        const bool two = wide && N - j > kNr;  // two adjacent panels per tile
+        const int nr = static_cast<int>(std::min(two ? 2 * kNr : kNr, N - j));
         const float* bp = Bp + j * K + pc * kNr;
-        for (int64_t i = 0; i < mb; i += kMr) {
+        for (int64_t i = 0; i < mb; i += pm) {
           const int64_t row = ic + i;
-          const int mr = static_cast<int>(std::min(kMr, mb - i));
+          const int mr = static_cast<int>(std::min(pm, mb - i));
           const float* res = e && e->residual ? e->residual + row * e->ldr + j : nullptr;
           const float* msk = e && e->mask ? e->mask + row * e->ldm + j : nullptr;
           const float* ap = pack ? abuf + i * kb : trans_a ? A + pc * lda + row : A + row * lda + pc;
-          ks.k[pack || trans_a][mr](kb, ap, pack ? kMr : lda, bp, C + row * ldc + j, ldc, nr, acc, e, j, res,
-                                    e ? e->ldr : 0, msk);
+          float* c = C + row * ldc + j;
+          if (two)
+            ks.k2[pack || trans_a][mr](kb, ap, pack ? pm : lda, bp, kNr * K, c, ldc, nr, acc, e, j, res,
+                                       e ? e->ldr : 0, msk);
+          else
+            ks.k1[pack || trans_a][mr](kb, ap, pack ? pm : lda, bp, c, ldc, nr, acc, e, j, res, e ? e->ldr : 0, msk);
         }
+        j += nr;
       }
     }
     if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base + ic, epi->row_base + ic + mb);
@@ -454,38 +466,40 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
 }
 
 
-// Packs panels [p0, p1) of op(B) (16 columns each), times alpha, into dst (the whole packed buffer).
+// Packs panels [p0, p1) of op(B) (16 columns each), times alpha, into dst (the whole packed buffer),
+// with the AVX2 transposes when `avx2`.
 // [issue 6 biasgrad] colsum (only with !trans_b): the panels' column sums of B, rows in order.
-void pack_b_panels(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
+void pack_b_panels(bool avx2, bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
                    float* dst, float alpha = 1.f, float* colsum = nullptr);
 
 
 // Splits the GEMM over the pool. Bp is packed B, or null: then B/ldb/trans_b are packed into bbuf,
 // either once up front (row split) or panel range by panel range inside each column chunk.
-void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool trans_a, const float* Bp,
-                   const float* B, int64_t ldb, bool trans_b, float* bbuf, float* C, int64_t ldc, const GemmEpi* epi,
-                   bool accumulate, bool parallel, float alpha = 1.f) {
+void gemm_parallel(const GemmKernels& ks, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool trans_a,
+                   const float* Bp, const float* B, int64_t ldb, bool trans_b, float* bbuf, float* C, int64_t ldc,
+                   const GemmEpi* epi, bool accumulate, bool parallel, float alpha = 1.f) {
   const int nt = parallel ? num_threads() : 1;
   const int64_t panels = (N + kNr - 1) / kNr;
   const double flops = 2.0 * M * N * K;
-  const int64_t micro_rows = (M + kMr - 1) / kMr;
+  const int64_t pm = ks.mr, micro_rows = (M + pm - 1) / pm;
   float* colsum = epi && !trans_b ? epi->colsum : nullptr;  // [issue 6 biasgrad]
   auto pack_all = [&](bool par) {
     if (Bp) return;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(K * kNr, 1));
     if (par && K * N >= (int64_t(1) << 16))  // a small B is packed faster than a fork/join
       parallel_for(panels, grain, [&](int64_t p0, int64_t p1) {
-        pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha, colsum);
+        pack_b_panels(ks.avx2, trans_b, B, ldb, K, N, p0, p1, bbuf, alpha, colsum);
       });
     else
-      pack_b_panels(trans_b, B, ldb, K, N, 0, panels, bbuf, alpha, colsum);
+      pack_b_panels(ks.avx2, trans_b, B, ldb, K, N, 0, panels, bbuf, alpha, colsum);
     Bp = bbuf;
   };
   if (nt == 1 || flops < kParMinFlops) {
     pack_all(false);
-    return gemm_serial(M, N, K, A, lda, trans_a, Bp, C, ldc, epi, accumulate);
+    return gemm_serial(ks, M, N, K, A, lda, trans_a, Bp, C, ldc, epi, accumulate);
   }
-  const int64_t min_rows = kRowChunkMin, kMcMicro = kMc / kMr;
+  // Row blocks in micro rows of the family's tile height: at least kRowChunkMin 6-row micro rows' worth.
+  const int64_t min_rows = (kRowChunkMin * kMr + pm - 1) / pm, mc_micro = ks.mc / pm;
   // B packed per call, A not transposed, and < 256 columns per thread or op(B) the bigger operand
   // (N >= M: a layer at batch <= its width): a column split needs one fork/join instead of two (each
   // thread packs only its own B panels, reads them once) and shares A.
@@ -501,7 +515,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
     // block), so the blocks shrink towards the end and a thread that started late or was
     // descheduled leaves at most a small block for the other to wait on.
     pack_all(true);
-    const int64_t lo = std::max<int64_t>(1, min_rows / 2), hi = std::max(lo, kMcMicro);
+    const int64_t lo = std::max<int64_t>(1, min_rows / 2), hi = std::max(lo, mc_micro);
     std::atomic<int64_t> next{0};
     parallel_for(nt, 1, [&](int64_t, int64_t) {
       for (int64_t cur = next.load(std::memory_order_relaxed), take;;) {
@@ -509,7 +523,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
           if (cur >= micro_rows) return;
           take = std::min(micro_rows - cur, std::clamp((micro_rows - cur) / (2 * int64_t(nt)), lo, hi));
         } while (!next.compare_exchange_weak(cur, cur + take, std::memory_order_relaxed));
-        const int64_t r0 = cur * kMr, r1 = std::min(M, (cur + take) * kMr);
+        const int64_t r0 = cur * pm, r1 = std::min(M, (cur + take) * pm);
         cur = next.load(std::memory_order_relaxed);
         GemmEpi e;
         if (epi) {
@@ -518,7 +532,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
           if (e.mask) e.mask += r0 * e.ldm;
           e.row_base += r0;
         }
-        gemm_serial(r1 - r0, N, K, trans_a ? A + r0 : A + r0 * lda, lda, trans_a, Bp, C + r0 * ldc, ldc,
+        gemm_serial(ks, r1 - r0, N, K, trans_a ? A + r0 : A + r0 * lda, lda, trans_a, Bp, C + r0 * ldc, ldc,
                     epi ? &e : nullptr, accumulate);
       }
     });
@@ -529,7 +543,8 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
   // [smallseq] With A read in place (M <= 4 micro rows: never packed), chunks cost nothing extra, so
   // cut ~4 per thread, claimed dynamically: a thread that wakes late or is descheduled leaves little
   // for the other to wait on. Each element's sum is unchanged (same panels, same K blocking).
-  const int64_t per = M <= 4 * kMr ? std::max<int64_t>(1, (panels + 4 * nt - 1) / (4 * nt)) : (panels + nt - 1) / nt;
+  int64_t per = M <= 4 * kMr ? std::max<int64_t>(1, (panels + 4 * nt - 1) / (4 * nt)) : (panels + nt - 1) / nt;
+  if (ks.k2[0][1] && per % 2 && per < panels) ++per;  // whole 32-column tiles per chunk
   const int64_t chunks = (panels + per - 1) / per;
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -537,7 +552,7 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
       int64_t j0 = p0 * kNr, j1 = std::min(N, p1 * kNr);
       const float* bp = Bp;
       if (!bp) {
-        pack_b_panels(trans_b, B, ldb, K, N, p0, p1, bbuf, alpha, colsum);
+        pack_b_panels(ks.avx2, trans_b, B, ldb, K, N, p0, p1, bbuf, alpha, colsum);
         bp = bbuf;
       }
       GemmEpi e;
@@ -548,17 +563,15 @@ void gemm_parallel(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
         if (e.mask) e.mask += j0;
         e.rows_done = nullptr;  // rows are split across threads here: run it once below
       }
-      gemm_serial(M, j1 - j0, K, A, lda, trans_a, bp + j0 * K, C + j0, ldc, epi ? &e : nullptr, accumulate);
+      gemm_serial(ks, M, j1 - j0, K, A, lda, trans_a, bp + j0 * K, C + j0, ldc, epi ? &e : nullptr, accumulate);
     }
   });
   if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base, epi->row_base + M);
 }
 
-void pack_b_panels(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
+void pack_b_panels(bool avx2, bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
                    float* dst, float alpha, float* colsum) {
-#if defined(RLX_GEMM_X86)
-  const bool avx2 = kernels().avx2;
-#endif
+  (void)avx2;
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t j0 = p * kNr, nr = std::min(kNr, N - j0);
     float* d = dst + j0 * K;  // panel p starts at p * K * 16 floats
@@ -625,26 +638,47 @@ bool fast_gemm_available() {
   return ok;
 }
 
+namespace gemm_detail {
+const GemmKernels& gemm_kernels(CpuIsa isa) {
+  RLX_CHECK(static_cast<int>(isa) <= static_cast<int>(cpu_isa_host()), "[cpu] GEMM kernels for ", cpu_isa_name(isa),
+            ": this CPU supports only up to ", cpu_isa_name(cpu_isa_host()));
+  static const GemmKernels generic = make_kernels(CpuIsa::Generic);
+  if (isa == CpuIsa::Generic) return generic;
+  static const GemmKernels avx2 = make_kernels(CpuIsa::Avx2);
+  if (isa == CpuIsa::Avx2) return avx2;
+  static const GemmKernels avx512 = make_kernels(CpuIsa::Avx512);
+  return avx512;
+}
+}  // namespace gemm_detail
+
 int64_t packed_b_size(int64_t K, int64_t N) { return (N + kNr - 1) / kNr * kNr * K; }
 
 void pack_b(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, float* dst) {
-  pack_b_panels(trans_b, B, ldb, K, N, 0, (N + kNr - 1) / kNr, dst);
+  pack_b_panels(kernels().avx2, trans_b, B, ldb, K, N, 0, (N + kNr - 1) / kNr, dst);
 }
 
 void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
                         int64_t ldc, const GemmEpi* epi, bool accumulate) {
-  gemm_serial(M, N, K, A, lda, false, Bp, C, ldc, epi, accumulate);
+  gemm_serial(kernels(), M, N, K, A, lda, false, Bp, C, ldc, epi, accumulate);
+}
+
+void gemm_packed_with(CpuIsa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
+                      float* C, int64_t ldc, const GemmEpi* epi, bool parallel) {
+  if (M <= 0 || N <= 0) return;
+  gemm_parallel(gemm_kernels(isa), M, N, K, A, lda, false, Bp, nullptr, 0, false, nullptr, C, ldc, epi, false,
+                parallel);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc,
                  const GemmEpi* epi) {
   if (M <= 0 || N <= 0) return;
-  gemm_parallel(M, N, K, A, lda, false, Bp, nullptr, 0, false, nullptr, C, ldc, epi, false, true);
+  gemm_parallel(kernels(), M, N, K, A, lda, false, Bp, nullptr, 0, false, nullptr, C, ldc, epi, false, true);
 }
 
-void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-              const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel, const GemmEpi* epi,
-              float alpha) {
+namespace {
+void gemm_f32_on(const GemmKernels& ks, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel,
+                 const GemmEpi* epi, float alpha) {
   if (M <= 0 || N <= 0) {
     if (N > 0 && epi && epi->colsum && !trans_b) column_sums(B, ldb, K, N, epi->colsum);  // [issue 6 biasgrad]
     return;
@@ -655,10 +689,24 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const
   float* bbuf = t_bpack.get(static_cast<size_t>(std::max<int64_t>(packed_b_size(K, N), 1)));
 #if defined(RLX_GEMM_X86)
   // Narrow: always with trans_a; the dot kernel's horizontal sums pay for themselves from K = 256.
-  if (N <= kNarrowN && (trans_a ? K > 0 : K >= 256) && kernels().avx2 && narrow_enabled())
+  if (N <= kNarrowN && (trans_a ? K > 0 : K >= 256) && ks.avx2 && narrow_enabled())
     return gemm_narrow(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta != 0.f, parallel, epi, alpha, bbuf);
 #endif
-  gemm_parallel(M, N, K, A, lda, trans_a, nullptr, B, ldb, trans_b, bbuf, C, ldc, epi, beta != 0.f, parallel, alpha);
+  gemm_parallel(ks, M, N, K, A, lda, trans_a, nullptr, B, ldb, trans_b, bbuf, C, ldc, epi, beta != 0.f, parallel,
+                alpha);
+}
+}  // namespace
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel, const GemmEpi* epi,
+              float alpha) {
+  gemm_f32_on(kernels(), trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta, parallel, epi, alpha);
+}
+
+void gemm_f32_with(CpuIsa isa, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel,
+                   const GemmEpi* epi, float alpha) {
+  gemm_f32_on(gemm_kernels(isa), trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, beta, parallel, epi, alpha);
 }
 
 }  // namespace rlx::cpu

@@ -3,10 +3,13 @@
 // while it is in registers/L1. B (the weight) is packed once into 16-column panels; A may be any
 // row-major view (any row stride: a head inside a fused QKV buffer); when many columns reuse it, it is
 // copied block by block into contiguous 6-row micro-panels in per-thread scratch, else read in place.
-// Work is split over the cpu thread pool.
+// Work is split over the cpu thread pool. On AVX-512 hosts the same loop nest runs 12x32 AVX-512 tiles
+// (gemm_avx512.cpp) on the same packed panels; the family follows cpu_isa() (isa.h).
 // gemm_f32 is the general entry (both operands packed per call, transposes for free). See README.md.
 #pragma once
 #include <cstdint>
+
+#include "backends/cpu/isa.h"
 
 namespace rlx::cpu {
 
@@ -62,5 +65,14 @@ void gemm_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
               const float* B, int64_t ldb, float* C, int64_t ldc, float beta = 0.f, bool parallel = true,
               const GemmEpi* epi = nullptr, float alpha = 1.f);
+
+// gemm_f32 and gemm_packed with the kernel family of an explicit level instead of cpu_isa()'s, so tests
+// and benchmarks compare the portable, AVX2 and AVX-512 tiles in one process (cpu_isa() is fixed per
+// process). A level above the host's throws. gemm_packed_with's `parallel` = false stays on the caller.
+void gemm_f32_with(CpuIsa isa, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float beta = 0.f,
+                   bool parallel = true, const GemmEpi* epi = nullptr, float alpha = 1.f);
+void gemm_packed_with(CpuIsa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
+                      float* C, int64_t ldc, const GemmEpi* epi, bool parallel = true);
 
 }  // namespace rlx::cpu
