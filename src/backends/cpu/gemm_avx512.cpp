@@ -114,8 +114,7 @@ RLX_AVX512_FN void k16(int64_t kc, const float* A, int64_t lda, const float* B, 
   ukernel_avx512<MR, 1, PA>(kc, A, lda, B, 0, C, ldc, nr, acc, epi, col, res, ldr, msk);
 }
 
-// Copies rows [0, MR) x k [0, kc) of a row-major A into a k-major micro-panel d[k * MR + r]: 8 k at a
-// time, rows in groups of 8 (8x8 ymm transposes) and 4 (4x4 xmm transposes).
+// 8 x 8 and 4 x 4 transposes: rows s[i * ls] to rows d[j * ld].
 RLX_AVX512_FN inline void transpose8x8(const float* s, int64_t ls, float* d, int64_t ld) {
   __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
   __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
@@ -147,6 +146,8 @@ RLX_AVX512_FN inline void transpose4x4(const float* s, int64_t ls, float* d, int
   _mm_storeu_ps(d + 3 * ld, r3);
 }
 
+// Copies rows [0, MR) x k [0, kc) of a row-major A into a k-major micro-panel d[k * MR + r]: 8 k at a
+// time, rows in groups of 8 and 4.
 template <int MR>
 RLX_AVX512_FN void pack_a_rows(const float* A, int64_t lda, int64_t kc, float* d) {
   int64_t k = 0;
@@ -174,6 +175,7 @@ void fill_rows(GemmKernels& t, std::integer_sequence<int, R...>) {
 void fill_avx512_kernels(GemmKernels& t) {
   t.isa = CpuIsa::Avx512;
   t.mr = kMr;
+  // The AVX2 family's K and row blocking: the same sums, and as fast here as kc 384-1536, mc 36-144.
   t.kc = 768;
   t.mc = 72;
   fill_rows<false>(t, std::make_integer_sequence<int, kMr>{});
