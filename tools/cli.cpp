@@ -132,26 +132,29 @@ static std::vector<std::string> split_commas(const std::string& s) {
 static std::string check_int(const Flag& f, const std::string& v) {
   auto i = to_int(v);
   if (!i) return "'" + v + "' is not an integer";
-  if (f.range && !in_range(*f.range, static_cast<double>(*i))) return v + " is out of range: it must be " + f.range->str();
+  if (f.range && !in_range(*f.range, static_cast<double>(*i)))
+    return v + " is out of range: it must be " + f.range->str();
   return "";
 }
 
 static std::string check_item(const Flag& f, const std::string& v) {
   switch (f.item) {
-    case Item::Int: return check_int(f, v);
+    case Item::Int:
+      return check_int(f, v);
     case Item::NameInt:
     case Item::NamePath: {
       auto eq = v.find('=');
       std::string what = f.item == Item::NameInt ? "name=integer" : "name=path";
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) return "expects " + what + ", got '" + v + "'";
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        return "expects " + what + ", got '" + v + "'";
       if (f.item == Item::NamePath) return "";
       std::string e = check_int(f, v.substr(eq + 1));
       return e.empty() ? "" : v + ": " + e;
     }
     case Item::Plain:
       if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
-        return "unknown " + (f.noun.empty() ? std::string("value") : f.noun) + " '" + v + "'" + closest(v, f.choices) +
-               "; one of " + joined(f.choices);
+        return "unknown " + (f.noun.empty() ? std::string("value") : f.noun) + " '" + v + "'" +
+               closest(v, f.choices) + "; one of " + joined(f.choices);
       return "";
   }
   return "";
@@ -163,15 +166,18 @@ static std::string check_value(const Flag& f, const std::string& v) {
   if (v.rfind("--", 0) == 0 && !(f.type == Type::Int || f.type == Type::Float))
     return "needs a value (" + f.value + "), got the flag '" + v + "'";
   switch (f.type) {
-    case Type::Bool: return "";
-    case Type::Int: return check_int(f, v);
+    case Type::Bool:
+      return "";
+    case Type::Int:
+      return check_int(f, v);
     case Type::Float: {
       auto d = to_number(v);
       if (!d) return "'" + v + "' is not a number";
       if (f.range && !in_range(*f.range, *d)) return v + " is out of range: it must be " + f.range->str();
       return "";
     }
-    case Type::String: return check_item(f, v);
+    case Type::String:
+      return check_item(f, v);
     case Type::Path:
       if (!f.off.empty() && v == f.off) return "";
       if (f.item == Item::NamePath) return check_item(f, v);
@@ -199,7 +205,8 @@ static void check_output_path(const Command& c, const Flag& f, const std::string
   if (!fs::is_directory(dir, ec))
     usage_fail(c.name, " --", f.name, ": cannot write '", v, "': folder '", dir.string(), "' does not exist");
   if (::access(dir.c_str(), W_OK) != 0)
-    usage_fail(c.name, " --", f.name, ": cannot write '", v, "': folder '", dir.string(), "' is not writable");
+    usage_fail(c.name, " --", f.name, ": cannot write '", v, "': folder '", dir.string(),
+               "' is not writable");
   if (fs::is_directory(p, ec)) usage_fail(c.name, " --", f.name, ": cannot write '", v, "': it is a folder");
 }
 
@@ -383,16 +390,25 @@ static std::string flag_facts(const Flag& f) {
   std::vector<std::string> facts;
   std::string r = f.range ? f.range->str() : "";
   switch (f.type) {
-    case Type::Int: facts.push_back("integer" + (r.empty() ? "" : " " + r)); break;
-    case Type::Float: facts.push_back("number" + (r.empty() ? "" : " " + r)); break;
-    case Type::List:
-      if (f.item == Item::Int) facts.push_back("integers" + (r.empty() ? "" : " " + r));
-      else if (f.item == Item::NameInt) facts.push_back("each N " + r);
-      else facts.push_back("comma-separated");
+    case Type::Int:
+      facts.push_back("integer" + (r.empty() ? "" : " " + r));
       break;
-    default: break;
+    case Type::Float:
+      facts.push_back("number" + (r.empty() ? "" : " " + r));
+      break;
+    case Type::List:
+      if (f.item == Item::Int)
+        facts.push_back("integers" + (r.empty() ? "" : " " + r));
+      else if (f.item == Item::NameInt)
+        facts.push_back("each N " + r);
+      else
+        facts.push_back("comma-separated");
+      break;
+    default:
+      break;
   }
-  if (!f.choices.empty() && f.value.find('|') == std::string::npos) facts.push_back("one of " + joined(f.choices, " "));
+  if (!f.choices.empty() && f.value.find('|') == std::string::npos)
+    facts.push_back("one of " + joined(f.choices, " "));
   if (!f.extensions.empty()) facts.push_back(joined(f.extensions, " or "));
   if (f.required) facts.push_back("required");
   if (!f.def.empty()) facts.push_back("default " + f.def);
@@ -441,10 +457,12 @@ std::string command_help(const Command& c) {
 
 std::string overview() {
   std::ostringstream os;
-  os << "rlx " << version() << " — tensor compiler and runtime\n\nusage: rlx COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
+  os << "rlx " << version()
+     << " — tensor compiler and runtime\n\nusage: rlx COMMAND [ARGS] [FLAGS]\n\ncommands:\n";
   for (auto& c : commands()) wrapped(os, c.name, c.summary, 15);
   os << "\n`rlx COMMAND --help` lists a command's arguments and flags; `rlx --version` prints the version.\n"
-        "Usage errors exit 2, failures 1. env: RLX_DISPATCH_REPORT=1 prints the dispatch table, RLX_PROFILE=1 "
+        "Usage errors exit 2, failures 1. env: RLX_DISPATCH_REPORT=1 prints the dispatch table, "
+        "RLX_PROFILE=1 "
         "kernel times.\n";
   return os.str();
 }

@@ -42,12 +42,12 @@ inline Range at_least(double lo) { return {lo}; }
 inline Range above(double lo) { return {lo, std::numeric_limits<double>::infinity(), true, false}; }
 
 struct Flag {
-  std::string name;   // without the leading "--"
+  std::string name;  // without the leading "--"
   Type type = Type::Bool;
   std::string value;  // the value's placeholder in help: "N", "FILE", "SYM=N,..."
   std::string help;
-  std::string def;       // the value when the flag is absent ("": none)
-  std::string implicit;  // the value of a bare --flag; when set, the value is optional
+  std::string def;                   // the value when the flag is absent ("": none)
+  std::string implicit;              // the value of a bare --flag; when set, the value is optional
   std::vector<std::string> choices;  // the allowed values (of each item, for a List)
   std::optional<Range> range;
   Item item = Item::Plain;
@@ -56,8 +56,8 @@ struct Flag {
   bool must_exist = false;  // a Path read by the command: it must exist
   bool output = false;      // a file written: its folder must exist and be writable before work starts
   std::vector<std::string> extensions;  // an output's allowed endings (".npy")
-  std::string off;          // a value that turns the output off ("none")
-  std::string noun;         // what a choice names, for "unknown device 'x'" (default "value")
+  std::string off;                      // a value that turns the output off ("none")
+  std::string noun;                     // what a choice names, for "unknown device 'x'" (default "value")
 
   Flag& rep() { return repeatable = true, *this; }
   Flag& req() { return required = true, *this; }
@@ -78,7 +78,8 @@ Flag real(std::string name, std::string value, std::string help, std::string def
 Flag text(std::string name, std::string value, std::string help, std::string def = "");
 Flag choice(std::string name, std::string help, std::string def, std::vector<std::string> choices);
 Flag path(std::string name, std::string value, std::string help, std::string def = "");
-Flag list(std::string name, std::string value, std::string help, Item item = Item::Plain, std::string def = "");
+Flag list(std::string name, std::string value, std::string help, Item item = Item::Plain,
+          std::string def = "");
 Flag device_flag(std::string help = "the device (`rlx devices` lists them)");
 
 struct Positional {
@@ -111,11 +112,11 @@ struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::vector<std::string>> flags;  // given flags; a Bool has one "" value
 
-  bool has(const std::string& k) const;  // given on the command line
+  bool has(const std::string& k) const;         // given on the command line
   std::string get(const std::string& k) const;  // the last given value, else the default
   int64_t integer(const std::string& k) const;
   double number(const std::string& k) const;
-  std::vector<std::string> all(const std::string& k) const;  // every given value, in order
+  std::vector<std::string> all(const std::string& k) const;    // every given value, in order
   std::vector<std::string> items(const std::string& k) const;  // ... split at commas
   const Flag& spec(const std::string& k) const;  // throws for a flag the command does not declare
 };
@@ -132,9 +133,9 @@ std::optional<double> to_number(const std::string& s);
 // " (did you mean 'x'?)": the closest of `names` to `s`, or "" when none is close.
 std::string closest(const std::string& s, const std::vector<std::string>& names);
 
-std::string overview();                   // `rlx --help`
+std::string overview();                    // `rlx --help`
 std::string command_help(const Command&);  // `rlx CMD --help`
-std::string markdown_table();             // README.md's command table
+std::string markdown_table();              // README.md's command table
 const char* version();                     // the CMake project version
 
 }  // namespace rlx::cli
