@@ -1,38 +1,47 @@
+// What the `rlx` commands share: the handlers the command table (tools/cli_table.cpp) points at,
+// model-file loading and --input/--bind handling.
 #pragma once
 #include <map>
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "rlx/session.h"
 
 namespace rlx::cli {
 
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::vector<std::string>> flags;
-  bool has(const std::string& k) const { return flags.count(k) > 0; }
-  std::string get(const std::string& k, const std::string& def = "") const;
-  std::vector<std::string> all(const std::string& k) const {
-    auto it = flags.find(k);
-    return it == flags.end() ? std::vector<std::string>{} : it->second;
-  }
-};
+// Handlers, one per command (tools/main.cpp unless named).
+int cmd_devices(const Args& a);
+int cmd_compile(const Args& a);
+int cmd_run(const Args& a);
+int cmd_inspect(const Args& a);
+int cmd_help(const Args& a);
+int cmd_ops(const Args& a);          // tools/ops.cpp
+int cmd_generate(const Args& a);     // tools/generate.cpp
+int cmd_embed(const Args& a);        // tools/embed.cpp
+int cmd_onnx_suite(const Args& a);   // tools/onnx_cmds.cpp
+int cmd_train_mnist(const Args& a);  // tools/train_mnist.cpp
 
+std::vector<std::string> split(const std::string& s, char sep);
 Bindings bind_map(const Graph& g, const std::map<std::string, Tensor>& inputs);
-int cmd_ops(const Args& a);
+// --bind SYM=N,... (the parser has checked each item).
+Bindings bindings(const Args& a);
+
+// The model formats compile/run read, by extension; UsageError naming the known ones otherwise.
+enum class ModelFormat { Rlx, Onnx, Rten, Gguf };
+ModelFormat model_format(const std::string& path, bool gguf_ok);
+
 // ONNX (tools/onnx_cmds.cpp): .onnx/.rten/.rlx by extension; `inputs` (the arrays about to be fed)
-// fix input shapes, and small ones their values, at import; inspect; the node-suite runner.
+// fix input shapes, and small ones their values, at import. A --bind naming no symbol of the model
+// is a UsageError listing the symbols it has.
 Graph load_model_file(const std::string& path, const Args& a, const std::map<std::string, Tensor>& inputs = {});
 // The arrays given with --input name=file.npy|file.npz, each file read once; fails naming a bad one.
 std::map<std::string, Tensor> read_inputs(const Args& a);
-int cmd_inspect(const Args& a);
-int cmd_onnx_suite(const Args& a);
-// Training (tools/train_mnist.cpp).
-int cmd_train_mnist(const Args& a);
+// `rlx inspect` of an .onnx file (tools/onnx_cmds.cpp).
+int inspect_onnx_file(const std::string& path);
 
-// GGUF + Qwen3 (tools/generate.cpp).
-bool is_gguf_path(const std::string& p);
-int inspect_gguf(const Args& a);
-int cmd_generate(const Args& a);
+// GGUF (tools/generate.cpp) and rten (tools/rten_cmds.cpp) summaries for `rlx inspect`.
+int inspect_gguf(const std::string& path);
+int inspect_rten_file(const std::string& path);
 
 }  // namespace rlx::cli

@@ -2,11 +2,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "models/bert/bert.h"
 #include "rlx/npy.h"
 
@@ -14,53 +14,17 @@ namespace rlx::cli {
 
 namespace {
 
-const char* kEmbedUsage =
-    "usage: rlx embed --model DIR [--device D] [--batch-size N] [--similarity] [--quiet]\n"
-    "                 (\"sentence\" ... | --file sentences.txt) [--output emb.npy]\n"
-    "  prints one embedding per line (or, with --similarity, the cosine matrix); --output writes\n"
-    "  f32 [N, hidden] as .npy. --file reads one sentence per non-empty line.";
-
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace
 
-int cmd_embed(int argc, char** argv) {
-  std::string model, device = "cpu", file, output;
-  int64_t batch = 32;
-  bool similarity = false, quiet = false;
-  std::vector<std::string> sentences;
-  auto value = [&](int& i, const char* flag) -> std::string {
-    std::string s = argv[i];
-    auto eq = s.find('=');
-    if (eq != std::string::npos) return s.substr(eq + 1);
-    RLX_CHECK(i + 1 < argc, "[cli] ", flag, " needs a value\n", kEmbedUsage);
-    return argv[++i];
-  };
-  for (int i = 0; i < argc; ++i) {
-    std::string s = argv[i];
-    auto is = [&](const char* f) { return s == f || s.rfind(std::string(f) + "=", 0) == 0; };
-    if (is("--model")) model = value(i, "--model");
-    else if (is("--device")) device = value(i, "--device");
-    else if (is("--file")) file = value(i, "--file");
-    else if (is("--output")) output = value(i, "--output");
-    else if (is("--batch-size")) {
-      std::string v = value(i, "--batch-size");
-      char* end = nullptr;
-      batch = std::strtoll(v.c_str(), &end, 10);
-      RLX_CHECK(end && *end == 0 && batch > 0, "[cli] --batch-size expects a positive integer, got '", v, "'");
-    } else if (s == "--similarity") similarity = true;
-    else if (s == "--quiet") quiet = true;
-    else if (s == "--help") {
-      std::puts(kEmbedUsage);
-      return 0;
-    } else if (s == "--") {
-      for (++i; i < argc; ++i) sentences.push_back(argv[i]);
-    } else if (s.rfind("--", 0) == 0) fail("[cli] embed: unknown flag '", s, "'\n", kEmbedUsage);
-    else sentences.push_back(s);
-  }
-  RLX_CHECK(!model.empty(), "[cli] embed needs --model DIR\n", kEmbedUsage);
+int cmd_embed(const Args& a) {
+  std::string model = a.get("model"), device = a.get("device"), file = a.get("file"), output = a.get("output");
+  int64_t batch = a.integer("batch-size");
+  bool similarity = a.has("similarity"), quiet = a.has("quiet");
+  std::vector<std::string> sentences = a.positional;
   if (!file.empty()) {
     std::ifstream in(file);
     RLX_CHECK(in.good(), "[cli] cannot read --file '", file, "'");
@@ -70,7 +34,7 @@ int cmd_embed(int argc, char** argv) {
       if (line.find_first_not_of(" \t") != std::string::npos) sentences.push_back(line);
     }
   }
-  RLX_CHECK(!sentences.empty(), "[cli] embed: no sentences given\n", kEmbedUsage);
+  if (sentences.empty()) usage_fail("embed: no sentences given (as arguments, or with --file)");
 
   auto t0 = std::chrono::steady_clock::now();
   models::SentenceEmbedder emb(model, device);
@@ -85,7 +49,8 @@ int cmd_embed(int argc, char** argv) {
     write_npy(output, e);
     std::printf("wrote %lld x %lld embeddings to %s\n", static_cast<long long>(N), static_cast<long long>(H),
                 output.c_str());
-  } else if (similarity) {
+  }
+  if (similarity) {
     std::vector<double> norm(N);
     for (int64_t i = 0; i < N; ++i) {
       double s = 0;
@@ -105,7 +70,7 @@ int cmd_embed(int argc, char** argv) {
       }
       std::printf("\n");
     }
-  } else {
+  } else if (output.empty()) {
     for (int64_t i = 0; i < N; ++i) {
       std::printf("%s\t[", sentences[i].c_str());
       for (int64_t j = 0; j < H; ++j) std::printf(j ? ", %.6f" : "%.6f", p[i * H + j]);

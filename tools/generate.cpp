@@ -2,7 +2,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "commands.h"
 #include "models/generate.h"
@@ -12,53 +11,9 @@
 
 namespace rlx::cli {
 
-namespace {
-
-std::vector<int64_t> parse_ids(const std::string& s) {
-  std::vector<int64_t> r;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    try {
-      size_t used = 0;
-      r.push_back(std::stoll(item, &used));
-      RLX_CHECK(used == item.size(), "");
-    } catch (const std::exception&) {
-      fail("[cli] --prompt-ids: '", item, "' is not an integer");
-    }
-  }
-  return r;
-}
-
-int64_t int_flag(const Args& a, const char* k, int64_t def) {
-  std::string v = a.get(k, "");
-  if (v.empty()) return def;
-  try {
-    return std::stoll(v);
-  } catch (const std::exception&) {
-    fail("[cli] --", k, ": '", v, "' is not an integer");
-  }
-}
-
-double float_flag(const Args& a, const char* k, double def) {
-  std::string v = a.get(k, "");
-  if (v.empty()) return def;
-  try {
-    return std::stod(v);
-  } catch (const std::exception&) {
-    fail("[cli] --", k, ": '", v, "' is not a number");
-  }
-}
-
-}  // namespace
-
-bool is_gguf_path(const std::string& p) { return p.size() > 5 && p.substr(p.size() - 5) == ".gguf"; }
-
-int inspect_gguf(const Args& a) {
-  RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx inspect FILE.gguf");
-  gguf::File f = gguf::File::open(a.positional[0]);
-  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu, %d file(s)\n", a.positional[0].c_str(),
+int inspect_gguf(const std::string& path) {
+  gguf::File f = gguf::File::open(path);
+  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu, %d file(s)\n", path.c_str(),
               f.version(), f.metadata().size(), f.tensors().size(), static_cast<unsigned long long>(f.alignment()),
               f.num_parts());
   std::printf("metadata:\n");
@@ -80,26 +35,31 @@ int inspect_gguf(const Args& a) {
 }
 
 int cmd_generate(const Args& a) {
-  std::string path = a.get("model", "");
-  RLX_CHECK(!path.empty() && a.has("prompt-ids"),
-            "[cli] usage: rlx generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new 32] [--batch N] "
-            "[--temperature T --top-k K --top-p P --seed S] [--eos ID] [--device cpu] [--dequantize] [--stats]");
-  std::vector<int64_t> prompt = parse_ids(a.get("prompt-ids"));
+  std::string path = a.get("model");
+  std::vector<int64_t> prompt;
+  for (auto& id : a.items("prompt-ids")) prompt.push_back(*to_int(id));
   RLX_CHECK(!prompt.empty(), "[cli] --prompt-ids is empty");
+  int64_t max_new = a.integer("max-new"), batch = a.integer("batch");
+  // The context is checked from the config before any weight is read.
+  models::Qwen3Config cfg = models::read_qwen3_config(path);
+  int64_t want = static_cast<int64_t>(prompt.size()) + max_new;
+  if (cfg.context > 0 && want > cfg.context)
+    usage_fail("generate: the prompt (", prompt.size(), " tokens) + --max-new ", max_new, " = ", want,
+               " positions exceeds the model's context length of ", cfg.context, "; use --max-new ",
+               std::max<int64_t>(0, cfg.context - static_cast<int64_t>(prompt.size())), " or less");
+  for (int64_t id : prompt)
+    if (id >= cfg.vocab) usage_fail("generate --prompt-ids: token id ", id, " is outside the vocabulary (", cfg.vocab, " ids)");
   models::LoadOptions lo;
   lo.keep_packed = !a.has("dequantize");
-  models::Qwen3Model m(models::load_qwen3(path, lo), a.get("device", "cpu"));
+  models::Qwen3Model m(models::load_qwen3(path, lo), a.get("device"));
   models::SamplingOptions so;
-  so.temperature = float_flag(a, "temperature", 0);
-  so.top_k = int_flag(a, "top-k", 0);
-  so.top_p = float_flag(a, "top-p", 1.0);
-  so.seed = static_cast<uint64_t>(int_flag(a, "seed", 0));
-  RLX_CHECK(so.top_p > 0 && so.top_p <= 1, "[cli] --top-p must be in (0, 1]");
-  int64_t max_new = int_flag(a, "max-new", 32), batch = int_flag(a, "batch", 1);
-  RLX_CHECK(max_new >= 0 && batch >= 1, "[cli] --max-new must be >= 0 and --batch >= 1");
+  so.temperature = a.number("temperature");
+  so.top_k = a.integer("top-k");
+  so.top_p = a.number("top-p");
+  so.seed = static_cast<uint64_t>(a.integer("seed"));
   std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(batch), prompt);
   models::GenerateStats st;
-  auto out = models::generate(m, prompts, max_new, so, int_flag(a, "eos", -1), &st);
+  auto out = models::generate(m, prompts, max_new, so, a.integer("eos"), &st);
   for (auto& row : out) {
     for (size_t i = 0; i < row.size(); ++i) std::printf("%s%lld", i ? "," : "", static_cast<long long>(row[i]));
     std::printf("\n");

@@ -29,8 +29,6 @@ namespace rlx::cli {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> split(const std::string& s, char sep);  // tools/main.cpp
-
 std::map<std::string, Tensor> read_inputs(const Args& a) {
   std::map<std::string, Tensor> inputs;
   std::map<std::string, std::map<std::string, Tensor>> npz;  // several inputs may come from one .npz
@@ -55,35 +53,47 @@ namespace {
 // values), so shape computations in an imported model (ONNX or rten) fold at import.
 onnx::ImportOptions import_options(const Args& a, const std::map<std::string, Tensor>& inputs) {
   onnx::ImportOptions o;
-  for (auto& v : a.all("bind"))
-    for (auto& kv : split(v, ',')) {
-      auto eq = kv.find('=');
-      if (eq != std::string::npos) o.bind[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
-    }
+  if (a.cmd->find("bind")) o.bind = bindings(a);
   for (auto& [name, t] : inputs) {
     o.input_shapes[name] = t.shape();
     if (t.numel() <= 64) o.input_values[name] = t;
   }
   return o;
 }
+
+// Every --bind must name a symbolic dim of the model: its inputs' dims, and for an imported model
+// the dims it declares (bound at import, so no longer in the graph).
+void check_bindings(const Args& a, const Graph& g, const std::set<std::string>& imported) {
+  if (!a.cmd->find("bind")) return;
+  std::vector<std::string> known = g.symbols();
+  for (auto& s : imported)
+    if (std::find(known.begin(), known.end(), s) == known.end()) known.push_back(s);
+  for (auto& [sym, n] : bindings(a)) {
+    if (std::find(known.begin(), known.end(), sym) != known.end()) continue;
+    std::string list;
+    for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    usage_fail("--bind ", sym, "=", n, ": the model has no symbolic dim '", sym, "'",
+               known.empty() ? "; it has none (every dim is static)" : "; its symbolic dims: " + list);
+  }
+}
 }  // namespace
 
 Graph load_model_file(const std::string& path, const Args& a, const std::map<std::string, Tensor>& inputs) {
-  if (rten::is_rten_path(path)) return rten::load_rten(path, import_options(a, inputs));
-  if (onnx::is_onnx_path(path)) return onnx::load_onnx(path, import_options(a, inputs));
-  return load_graph_file(path);
+  std::set<std::string> dims;
+  onnx::ImportOptions o = import_options(a, inputs);
+  o.dim_params = &dims;
+  Graph g;
+  switch (model_format(path, false)) {
+    case ModelFormat::Rten: g = rten::load_rten(path, o); break;
+    case ModelFormat::Onnx: g = onnx::load_onnx(path, o); break;
+    default: g = load_graph_file(path); break;
+  }
+  check_bindings(a, g, dims);
+  return g;
 }
 
-int cmd_inspect(const Args& a) {
-  RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx inspect MODEL.onnx");
-  const std::string& p = a.positional[0];
-  if (onnx::is_onnx_path(p)) {
-    std::cout << onnx::inspect_onnx(p);
-    return 0;
-  }
-  Graph g = load_graph_file(p);
-  std::cout << "graph: " << g.name << "\ninputs: " << g.inputs.size() << "\noutputs: " << g.outputs.size()
-            << "\nnodes: " << g.nodes.size() << "\n";
+int inspect_onnx_file(const std::string& path) {
+  std::cout << onnx::inspect_onnx(path);
   return 0;
 }
 
@@ -140,7 +150,7 @@ std::string compare(const Tensor& got, const Tensor& want, double rtol, double a
   return os.str();
 }
 
-CaseResult run_case(const fs::path& dir, double rtol, double atol) {
+CaseResult run_case(const fs::path& dir, const std::string& device, double rtol, double atol) {
   CaseResult r;
   try {
     fs::path model = dir / "model.onnx", ds = dir / "test_data_set_0";
@@ -157,7 +167,7 @@ CaseResult run_case(const fs::path& dir, double rtol, double atol) {
     for (auto v : g.outputs) out_names.push_back(g.values[v].name);
     RLX_CHECK(g.inputs.size() == ins.size(), "[suite] model has ", g.inputs.size(), " inputs, data set has ", ins.size());
     CompileOptions co;
-    co.device = "cpu";
+    co.device = device;
     CompiledModel m(std::move(g), co);
     auto outs = m.run(ins);
     auto want_values = onnx::read_pb_values(model.string(), out_files, true);
@@ -232,16 +242,13 @@ std::string json_str(const std::string& s) {
 
 }  // namespace
 
-// rlx onnx-suite DIR [--xfail LIST] [--json OUT] [--write-xfail LIST] [--filter S] [--jobs N] [--timeout S] [--verbose]
 int cmd_onnx_suite(const Args& a) {
-  RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx onnx-suite NODE_DIR [--xfail list] [--json out.json] "
-                                      "[--write-xfail list] [--filter substr] [--jobs N] [--timeout sec] [--verbose]");
   fs::path root = a.positional[0];
   RLX_CHECK(fs::is_directory(root), "[suite] ", root.string(), " is not a directory");
   XFail xf = read_xfail(a.get("xfail"));
-  std::string filter = a.get("filter");
-  int jobs = std::max(1, std::stoi(a.get("jobs", "2")));
-  int timeout = std::max(1, std::stoi(a.get("timeout", "60")));
+  std::string filter = a.get("filter"), device = a.get("device");
+  int jobs = static_cast<int>(std::min<int64_t>(a.integer("jobs"), 1024));
+  int timeout = static_cast<int>(std::min<int64_t>(a.integer("timeout"), 1 << 30));
   bool verbose = a.has("verbose");
   const double rtol = 1e-3, atol = 1e-7;
 
@@ -299,7 +306,7 @@ int cmd_onnx_suite(const Args& a) {
       RLX_CHECK(pid >= 0, "[suite] fork failed");
       if (pid == 0) {
         close(p[0]);
-        CaseResult cr = run_case(root / todo[next], rtol, atol);
+        CaseResult cr = run_case(root / todo[next], device, rtol, atol);
         std::string out = cr.pass ? "PASS" : "FAIL\t" + cr.msg.substr(0, 2000);
         ssize_t w = write(p[1], out.data(), out.size());
         (void)w;
@@ -365,7 +372,7 @@ int cmd_onnx_suite(const Args& a) {
   }
   if (a.has("write-xfail")) {
     std::ostringstream f;
-    f << "# ONNX node tests expected to fail on cpu: <case> <bucket>  # first error line.\n"
+    f << "# ONNX node tests expected to fail on " << device << ": <case> <bucket>  # first error line.\n"
          "# Regenerate with: build/bin/rlx onnx-suite NODE_DIR --write-xfail tests/onnx/expected_failures.txt\n"
          "# Buckets: op-missing, control-flow, dtype-unsupported, sequence-optional-map, training-op, dynamic-shape,\n"
          "#          import-limitation, numerics, wrong-shape-or-dtype, runtime-error, crash-or-timeout; skip = not run.\n";
@@ -397,7 +404,7 @@ int cmd_onnx_suite(const Args& a) {
     std::ostringstream js;
     int run = passed + failed;
     js << "{\n  \"suite\": \"onnx backend node tests\",\n  \"source\": " << json_str(src) << ",\n  \"version\": "
-       << json_str(ver) << ",\n  \"device\": \"cpu\",\n  \"rtol\": " << rtol << ",\n  \"atol\": " << atol
+       << json_str(ver) << ",\n  \"device\": " << json_str(device) << ",\n  \"rtol\": " << rtol << ",\n  \"atol\": " << atol
        << ",\n  \"passed\": " << passed << ",\n  \"failed\": " << failed << ",\n  \"skipped\": " << skipped
        << ",\n  \"total\": " << res.size() << ",\n  \"pass_rate\": " << (run ? static_cast<double>(passed) / run : 0.0)
        << ",\n  \"buckets\": {";

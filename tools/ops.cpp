@@ -10,7 +10,7 @@
 namespace rlx::cli {
 
 int cmd_ops(const Args& a) {
-  std::string dev = a.get("device", "cpu");
+  std::string dev = a.get("device");
   auto rows = run_conformance(dev, true);
   int pass = 0, fails = 0, other = 0;
   for (auto& r : rows) {
@@ -24,7 +24,7 @@ int cmd_ops(const Args& a) {
   std::printf("conformance on %s: %d passed, %d failed, %d not run/unsupported (of %zu op x dtype cases)\n",
               dev.c_str(), pass, fails, other, rows.size());
   if (a.has("write")) {
-    std::string path = a.get("write", "docs/ops.md");
+    std::string path = a.get("write");
     std::string md = support_matrix_markdown(dev == "cpu" ? rows : run_conformance("cpu", true));
     std::string tmp = path + ".tmp";
     {

@@ -7,11 +7,8 @@
 
 namespace rlx::cli {
 
-bool is_rten_file(const std::string& path) { return rten::is_rten_path(path); }
-
-int inspect_rten_file(const Args& a) {
-  RLX_CHECK(a.positional.size() == 1, "[cli] usage: rlx inspect MODEL.rten");
-  std::cout << rten::inspect_rten(a.positional[0]);
+int inspect_rten_file(const std::string& path) {
+  std::cout << rten::inspect_rten(path);
   return 0;
 }
 

@@ -18,12 +18,9 @@ namespace rlx::cli {
 
 namespace {
 
-std::vector<int64_t> parse_sizes(const std::string& s) {
+std::vector<int64_t> layer_sizes(const Args& a) {
   std::vector<int64_t> r{784};
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) r.push_back(std::stoll(item));
+  for (auto& h : a.items("hidden")) r.push_back(*to_int(h));  // the parser checked each is >= 1
   r.push_back(10);
   return r;
 }
@@ -44,67 +41,52 @@ void fill_batch(const data::Dataset& ds, bool train, const std::vector<int64_t>&
 }  // namespace
 
 int cmd_train_mnist(const Args& a) {
-  if (a.has("help")) {
-    std::puts(
-        "rlx train-mnist: train an MNIST-format classifier and report test accuracy per epoch\n"
-        "  --data fashion|mnist    dataset (fashion: Debian's dataset-fashion-mnist; mnist: 10k test set split 8k/2k)\n"
-        "  --data-dir DIR          where the IDX files are (default: the dataset's usual folder)\n"
-        "  --model mlp|cnn         model (default mlp)   --hidden 128 | 512,512   MLP hidden sizes\n"
-        "  --epochs N (5)  --batch B (128)  --seed S (0)  --max-steps N (0: whole epochs)\n"
-        "  --optimizer sgd|adam|adamw (sgd)  --lr X (sgd 0.1, else 0.001)  --momentum X  --nesterov\n"
-        "  --weight-decay X  --schedule constant|step|cosine|linear  --warmup N\n"
-        "  --amp bf16|f16          mixed precision (f32 master weights; f16 adds dynamic loss scaling)\n"
-        "  --report                print the AMP pass's per-op choices\n"
-        "  --device D (cpu)        any device `rlx devices` lists as runnable\n"
-        "  --checkpoint FILE|none  safetensors written at the end (rlx_mnist.safetensors)   --resume FILE\n"
-        "  --plot FILE|none        PNG of the loss/accuracy curves (rlx_mnist.png)   --quiet: no progress bar\n"
-        "  --bench-steps N         time N steps on one batch instead of training; prints p50/p90 JSON\n"
-        "  --read-every K          with --bench-steps: read the loss back every K steps (default 1)\n"
-        "  --profile (with RLX_PROFILE=1) per-kernel times   --dump hir|mir|lir   the compiled step");
-    return 0;
-  }
-  std::string which = a.get("data", "fashion"), model = a.get("model", "mlp");
-  int epochs = std::stoi(a.get("epochs", "5"));
-  int64_t batch = std::stoll(a.get("batch", "128"));
-  uint64_t seed = std::stoull(a.get("seed", "0"));
-  bool quiet = a.has("quiet");
-  int64_t max_steps = std::stoll(a.get("max-steps", "0"));
-  RLX_CHECK(epochs >= 1 && batch >= 1, "[train-mnist] --epochs and --batch must be positive");
-  RLX_CHECK(model == "mlp" || model == "cnn", "[train-mnist] --model must be mlp or cnn");
+  std::string which = a.get("data"), model = a.get("model");
+  int epochs = static_cast<int>(a.integer("epochs"));  // the table caps it at a million
+  int64_t batch = a.integer("batch"), max_steps = a.integer("max-steps");
+  uint64_t seed = static_cast<uint64_t>(a.integer("seed"));
+  bool quiet = a.has("quiet"), bench = a.has("bench-steps");
   train::OptimizerConfig opt;
-  opt.kind = a.get("optimizer", "sgd");
-  opt.lr = std::stod(a.get("lr", opt.kind == "sgd" ? "0.1" : "0.001"));
-  opt.momentum = std::stod(a.get("momentum", "0"));
+  opt.kind = a.get("optimizer");
+  opt.lr = a.has("lr") ? a.number("lr") : opt.kind == "sgd" ? 0.1 : 0.001;
+  opt.momentum = a.number("momentum");
   opt.nesterov = a.has("nesterov");
-  opt.weight_decay = std::stod(a.get("weight-decay", "0"));
+  opt.weight_decay = a.number("weight-decay");
   train::LrSchedule sched;
-  sched.kind = a.get("schedule", "constant");
-  sched.warmup = std::stoll(a.get("warmup", "0"));
+  sched.kind = a.get("schedule");
+  sched.warmup = a.integer("warmup");
   CompileOptions co;
-  co.device = a.get("device", "cpu");
+  co.device = a.get("device");
+  // What the run writes at the end is checked now, before the data loads and training starts.
+  if (!bench) {
+    check_output(a, "checkpoint");
+    check_output(a, "plot");
+  }
+  for (const char* f : {"read-every", "profile", "dump"})
+    if (a.has(f) && !bench) usage_fail("train-mnist --", f, " goes with --bench-steps");
+  if (a.has("report") && a.get("amp") == "f32") usage_fail("train-mnist --report goes with --amp bf16|f16");
 
-  data::Dataset ds = data::load_dataset(which, a.get("data-dir", ""));
+  data::Dataset ds = data::load_dataset(which, a.get("data-dir"));
   int64_t ntrain = ds.train_x.shape()[0], ntest = ds.test_x.shape()[0];
   int64_t steps_per_epoch = ntrain / batch;
   RLX_CHECK(steps_per_epoch >= 1, "[train-mnist] batch ", batch, " larger than the training set");
   sched.total = steps_per_epoch * epochs;
 
-  std::vector<int64_t> sizes = parse_sizes(a.get("hidden", "128"));
+  std::vector<int64_t> sizes = layer_sizes(a);
   Graph loss = model == "mlp" ? models::mlp_loss_graph(sizes, batch) : models::cnn_loss_graph(batch);
   std::vector<Tensor> init = model == "mlp" ? models::mlp_init(sizes, seed) : models::cnn_init(seed);
   train::AmpConfig amp;  // --amp bf16|f16: the amp pass (src/train/amp.cpp); --report prints its choices
-  std::string amp_s = a.get("amp", "");
-  RLX_CHECK(amp_s.empty() || amp_s == "bf16" || amp_s == "f16" || amp_s == "f32", "[train-mnist] --amp must be bf16 or f16");
+  std::string amp_s = a.get("amp");
   if (amp_s == "bf16") amp.dtype = DType::bf16;
   if (amp_s == "f16") amp.dtype = DType::f16;
   train::Trainer tr(loss, init, opt, sched, co, amp);
   if (a.has("report") && amp.dtype != DType::f32) std::printf("%s", tr.amp_report().table().c_str());
   if (a.has("resume")) tr.load(a.get("resume"));
-  if (a.has("bench-steps")) {  // bench/mnist_train.py: timed steps over the unshuffled training set
-    int64_t n = std::stoll(a.get("bench-steps", "50")), warm = 5;
+  if (bench) {  // bench/mnist_train.py: timed steps over the unshuffled training set
+    int64_t n = a.integer("bench-steps"), warm = 5;
     // --read-every K: the loss is read back every K steps (Trainer::advance otherwise), so a device
     // that keeps the parameters resident runs K steps with no host round-trip.
-    int64_t every = std::max<int64_t>(1, std::stoll(a.get("read-every", "1")));
+    int64_t every = a.integer("read-every");
     Tensor x(DType::f32, {batch, 784}), y(DType::i64, {batch});
     std::vector<double> ms;  // per step; with --read-every K, per block of K steps (one batch) / K
     for (int64_t s = 0; s < n + warm; s += (s < warm ? 1 : every)) {
@@ -121,7 +103,7 @@ int cmd_train_mnist(const Args& a) {
     std::printf("{\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"throughput\": %.1f, \"loss\": %.6f}\n", p50, p90,
                 double(batch) * 1000.0 / p50, tr.step({x, y})[0].get(0));
     if (a.has("profile")) std::fprintf(stderr, "%s", tr.compiled().profile().c_str());  // with RLX_PROFILE=1
-    if (a.has("dump")) std::fprintf(stderr, "%s", tr.compiled().dump(a.get("dump", "lir")).c_str());
+    if (a.has("dump")) std::fprintf(stderr, "%s", tr.compiled().dump(a.get("dump")).c_str());
     return 0;
   }
   // Evaluation graph: the same loss graph at an eval batch that divides the test set.
@@ -186,12 +168,12 @@ int cmd_train_mnist(const Args& a) {
   if (amp.loss_scaling())
     std::printf("amp f16: loss scale %g, %lld steps skipped (non-finite gradients)\n", tr.loss_scale(),
                 (long long)tr.skipped_steps());
-  std::string ckpt = a.get("checkpoint", "rlx_mnist.safetensors");
+  std::string ckpt = a.get("checkpoint");
   if (ckpt != "none") {
     tr.save(ckpt);
     std::printf("checkpoint: %s (step %lld)\n", ckpt.c_str(), (long long)tr.step_count());
   }
-  std::string png = a.get("plot", "rlx_mnist.png");
+  std::string png = a.get("plot");
   if (png != "none") {
     // loss smoothed over ~100 points (blue, auto range), test accuracy per epoch (red, 0..1)
     std::vector<double> sm;

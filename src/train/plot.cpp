@@ -4,9 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <string>
 
 #include "train/plot.h"
+#include "formats/file_io.h"
 #include "rlx/error.h"
 
 namespace rlx::train {
@@ -37,14 +38,14 @@ struct Canvas {
   }
 };
 
-void chunk(std::ofstream& f, const char* type, const std::vector<uint8_t>& data) {
+void chunk(std::string& f, const char* type, const std::vector<uint8_t>& data) {
   auto be32 = [&](uint32_t v) {
-    unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
-    f.write(reinterpret_cast<char*>(b), 4);
+    char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    f.append(b, 4);
   };
   be32(static_cast<uint32_t>(data.size()));
-  f.write(type, 4);
-  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  f.append(type, 4);
+  f.append(reinterpret_cast<const char*>(data.data()), data.size());
   uLong crc = crc32(0, reinterpret_cast<const Bytef*>(type), 4);
   crc = crc32(crc, data.data(), static_cast<uInt>(data.size()));
   be32(static_cast<uint32_t>(crc));
@@ -83,16 +84,16 @@ void write_curves_png(const std::string& path, const std::vector<Series>& series
   std::vector<uint8_t> z(zn);
   RLX_CHECK(compress2(z.data(), &zn, raw.data(), static_cast<uLong>(raw.size()), 6) == Z_OK, "[plot] deflate failed");
   z.resize(zn);
-  std::ofstream f(path, std::ios::binary);
-  RLX_CHECK(f.good(), "[plot] cannot write '", path, "'");
+  std::string f;  // written whole or not at all
   const unsigned char sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-  f.write(reinterpret_cast<const char*>(sig), 8);
+  f.append(reinterpret_cast<const char*>(sig), 8);
   std::vector<uint8_t> ihdr = {uint8_t(width >> 24), uint8_t(width >> 16), uint8_t(width >> 8), uint8_t(width),
                                uint8_t(height >> 24), uint8_t(height >> 16), uint8_t(height >> 8), uint8_t(height),
                                8, 2, 0, 0, 0};
   chunk(f, "IHDR", ihdr);
   chunk(f, "IDAT", z);
   chunk(f, "IEND", {});
+  formats::write_file_atomic(path, f, "plot");
 }
 
 }  // namespace rlx::train

@@ -102,3 +102,15 @@ def test_run_names_an_unreadable_input(tmp_path):
     r = subprocess.run([rlx_bin(), "run", model, "--input", f"b={tmp_path / 'only_a.npz'}"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "has no array 'b'" in r.stderr, r.stderr
+
+
+def test_compile_bind_must_name_a_dim_of_the_model(tmp_path):
+    """--bind sizes the model's symbolic dims; a name the model lacks is a usage error listing the dims."""
+    model = str(tmp_path / "add.onnx")
+    add_model(model)
+    r = subprocess.run([rlx_bin(), "compile", model, "--bind", "n=2", "--dump=mir"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "f32[2,3]" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([rlx_bin(), "compile", model, "--bind", "m=2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("rlx: [cli] ") and "'m'" in r.stderr and "symbolic dims: n" in r.stderr, r.stderr

@@ -1,6 +1,7 @@
 """`rlx onnx-suite`: exit status on failures, empty folders and unwritable outputs; elements the ONNX
 spec leaves undefined (a float cast out of a fixed-point type's range) are not compared, every other
 element is."""
+import json
 import os
 import subprocess
 
@@ -79,3 +80,19 @@ def test_runner_exits_nonzero_without_xfail_and_on_bad_outputs(tmp_path):
     empty.mkdir()
     r = suite(str(empty))
     assert r.returncode == 1 and "no cases ran" in r.stderr, r.stderr
+
+
+def test_runner_runs_on_the_device_asked_for(tmp_path):
+    root = str(tmp_path / "cases")
+    add_case(root, "add_ok", [2.0, 4.0])
+    r = suite(root, "--device", "nope")
+    assert r.returncode == 2 and "unknown device 'nope'" in r.stderr, r.stderr
+    devices = json.loads(subprocess.run([rlx_bin(), "devices", "--json"], capture_output=True, text=True,
+                                        timeout=120).stdout)
+    runnable = [d["name"] for d in devices if d["runs"] and d["name"] != "cpu"]
+    for dev in ["cpu"] + runnable[:1]:
+        out = tmp_path / f"{dev}.json"
+        r = suite(root, "--device", dev, "--json", str(out))
+        assert r.returncode == 0, r.stdout + r.stderr
+        res = json.loads(out.read_text())
+        assert res["device"] == dev and res["passed"] == 1, res

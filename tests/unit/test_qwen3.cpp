@@ -52,6 +52,14 @@ TEST(Qwen3, ConfigFromHf) {
   EXPECT_EQ(c.head_dim, 16);
   EXPECT_FALSE(c.tied);
   EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.context, 512);  // max_position_embeddings
+  // The config alone, without the weights: the same numbers from config.json and from the GGUF header.
+  for (const char* src : {"tiny", "tiny-Q8_0.gguf"}) {
+    Qwen3Config r = read_qwen3_config(data(src));
+    EXPECT_EQ(r.context, 512) << src;
+    EXPECT_EQ(r.vocab, 256) << src;
+    EXPECT_EQ(r.layers, 2) << src;
+  }
 }
 
 // The parity grid: batch {1,2,4} x prompt {8,32,64,128}, last-position top-1 identical in every row.

@@ -405,6 +405,9 @@ const std::map<std::string, Converter>& registry() {
 Shape shape_of(const ::onnx::ValueInfoProto& vi, const ImportOptions& o, const std::string& where) {
   Shape s;
   const auto& tt = vi.type().tensor_type();
+  if (o.dim_params)
+    for (auto& d : tt.shape().dim())
+      if (d.has_dim_param() && !d.dim_param().empty()) o.dim_params->insert(d.dim_param());
   auto it = o.input_shapes.find(vi.name());
   if (it != o.input_shapes.end()) return to_shape(it->second);
   int i = 0;

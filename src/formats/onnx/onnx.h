@@ -2,6 +2,7 @@
 // ops. Unsupported ops, dtypes or attributes fail at import with "[onnx] node 'N' (Op): why".
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct ImportOptions {
   // Sequence/optional-typed graph inputs: how many elements are fed (-1: an empty optional).
   // Element i is the graph input NAME[i]; its shape/value go in input_shapes/input_values as NAME[i].
   std::map<std::string, int64_t> sequence_lengths;
+  // When set, receives the name of every symbolic dim (dim_param) of the model's inputs, bound or
+  // not: the names a caller may bind.
+  std::set<std::string>* dim_params = nullptr;
 };
 
 // Loads MODEL.onnx (external data resolved next to it).

@@ -49,6 +49,9 @@ int64_t position(Ctx& c, int i, int64_t n, int64_t def, bool inclusive) {
 
 // Element type and shape for the graph input element NAME[i].
 Shape elem_shape(const ::onnx::TypeProto_Tensor& tt, const std::string& nm, const ImportOptions& o) {
+  if (o.dim_params)
+    for (auto& d : tt.shape().dim())
+      if (d.has_dim_param() && !d.dim_param().empty()) o.dim_params->insert(d.dim_param());
   auto it = o.input_shapes.find(nm);
   if (it != o.input_shapes.end()) return to_shape(it->second);
   Shape s;

@@ -53,9 +53,7 @@ void check_config(const Qwen3Config& c, const std::string& src) {
   RLX_CHECK(c.head_dim % 2 == 0, "[qwen3] ", src, ": head_dim must be even for RoPE");
 }
 
-}  // namespace
-
-Qwen3Weights load_qwen3_hf(const std::string& dir) {
+Qwen3Config hf_config(const std::string& dir) {
   fs::path cfg_path = fs::path(dir) / "config.json";
   std::ifstream f(cfg_path);
   RLX_CHECK(f.good(), "[qwen3] ", cfg_path.string(), ": cannot open");
@@ -65,8 +63,7 @@ Qwen3Weights load_qwen3_hf(const std::string& dir) {
   } catch (const std::exception& e) {
     fail("[qwen3] ", cfg_path.string(), ": bad JSON: ", e.what());
   }
-  Qwen3Weights w;
-  Qwen3Config& c = w.cfg;
+  Qwen3Config c;
   auto geti = [&](const char* k, int64_t def) { return j.contains(k) && !j[k].is_null() ? j[k].get<int64_t>() : def; };
   c.vocab = geti("vocab_size", 0);
   c.hidden = geti("hidden_size", 0);
@@ -75,6 +72,7 @@ Qwen3Weights load_qwen3_hf(const std::string& dir) {
   c.kv_heads = geti("num_key_value_heads", c.heads);
   c.head_dim = geti("head_dim", c.heads ? c.hidden / c.heads : 0);
   c.intermediate = geti("intermediate_size", 0);
+  c.context = geti("max_position_embeddings", 0);
   if (j.contains("rope_theta")) c.rope_theta = j["rope_theta"].get<double>();
   else if (j.contains("rope_parameters") && j["rope_parameters"].contains("rope_theta"))
     c.rope_theta = j["rope_parameters"]["rope_theta"].get<double>();
@@ -82,6 +80,43 @@ Qwen3Weights load_qwen3_hf(const std::string& dir) {
   c.tied = j.value("tie_word_embeddings", false);
   c.attention_bias = j.value("attention_bias", false);
   check_config(c, cfg_path.string());
+  return c;
+}
+
+Qwen3Config gguf_config(const gguf::File& g, const std::string& file) {
+  std::string arch = g.get_str("general.architecture", "");
+  RLX_CHECK(arch == "qwen3", "[qwen3] ", file, ": general.architecture is '", arch, "', expected 'qwen3'");
+  Qwen3Config c;
+  c.hidden = g.get_int("qwen3.embedding_length", 0);
+  c.layers = g.get_int("qwen3.block_count", 0);
+  c.heads = g.get_int("qwen3.attention.head_count", 0);
+  c.kv_heads = g.get_int("qwen3.attention.head_count_kv", c.heads);
+  c.head_dim = g.get_int("qwen3.attention.key_length", c.heads ? c.hidden / c.heads : 0);
+  c.intermediate = g.get_int("qwen3.feed_forward_length", 0);
+  c.context = g.get_int("qwen3.context_length", 0);
+  c.rope_theta = g.get_float("qwen3.rope.freq_base", 1e6);
+  c.rms_eps = g.get_float("qwen3.attention.layer_norm_rms_epsilon", 1e-6);
+  const gguf::TensorInfo* emb = g.tensor("token_embd.weight");
+  RLX_CHECK(emb, "[qwen3] ", file, ": missing tensor 'token_embd.weight'");
+  c.vocab = emb->ne.size() == 2 ? emb->ne[1] : 0;
+  check_config(c, file);
+  return c;
+}
+
+bool is_gguf(const std::string& path) { return path.size() > 5 && path.substr(path.size() - 5) == ".gguf"; }
+
+}  // namespace
+
+Qwen3Config read_qwen3_config(const std::string& path) {
+  if (is_gguf(path)) return gguf_config(gguf::File::open(path), path);
+  RLX_CHECK(fs::is_directory(path), "[qwen3] ", path, ": expected a model directory (config.json + *.safetensors) or a .gguf file");
+  return hf_config(path);
+}
+
+Qwen3Weights load_qwen3_hf(const std::string& dir) {
+  Qwen3Weights w;
+  w.cfg = hf_config(dir);
+  Qwen3Config& c = w.cfg;
 
   std::map<std::string, Tensor> t;
   std::vector<fs::path> files;
@@ -129,22 +164,9 @@ Qwen3Weights load_qwen3_hf(const std::string& dir) {
 
 Qwen3Weights load_qwen3_gguf(const std::string& file, const LoadOptions& o) {
   gguf::File g = gguf::File::open(file);
-  std::string arch = g.get_str("general.architecture", "");
-  RLX_CHECK(arch == "qwen3", "[qwen3] ", file, ": general.architecture is '", arch, "', expected 'qwen3'");
   Qwen3Weights w;
+  w.cfg = gguf_config(g, file);
   Qwen3Config& c = w.cfg;
-  c.hidden = g.get_int("qwen3.embedding_length", 0);
-  c.layers = g.get_int("qwen3.block_count", 0);
-  c.heads = g.get_int("qwen3.attention.head_count", 0);
-  c.kv_heads = g.get_int("qwen3.attention.head_count_kv", c.heads);
-  c.head_dim = g.get_int("qwen3.attention.key_length", c.heads ? c.hidden / c.heads : 0);
-  c.intermediate = g.get_int("qwen3.feed_forward_length", 0);
-  c.rope_theta = g.get_float("qwen3.rope.freq_base", 1e6);
-  c.rms_eps = g.get_float("qwen3.attention.layer_norm_rms_epsilon", 1e-6);
-  const gguf::TensorInfo* emb = g.tensor("token_embd.weight");
-  RLX_CHECK(emb, "[qwen3] ", file, ": missing tensor 'token_embd.weight'");
-  c.vocab = emb->ne.size() == 2 ? emb->ne[1] : 0;
-  check_config(c, file);
   auto dense = [&](const std::string& n) {
     RLX_CHECK(g.tensor(n), "[qwen3] ", file, ": missing tensor '", n, "'");
     return g.to_f32(n);
@@ -203,7 +225,7 @@ Qwen3Weights load_qwen3_gguf(const std::string& file, const LoadOptions& o) {
 }
 
 Qwen3Weights load_qwen3(const std::string& path, const LoadOptions& o) {
-  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return load_qwen3_gguf(path, o);
+  if (is_gguf(path)) return load_qwen3_gguf(path, o);
   RLX_CHECK(fs::is_directory(path), "[qwen3] ", path, ": expected a model directory (config.json + *.safetensors) or a .gguf file");
   return load_qwen3_hf(path);
 }

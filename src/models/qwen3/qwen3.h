@@ -14,6 +14,7 @@ namespace rlx::models {
 
 struct Qwen3Config {
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
+  int64_t context = 0;  // positions the model was trained for (max_position_embeddings); 0: not stated
   double rope_theta = 1e6, rms_eps = 1e-6;
   bool tied = false;
   bool attention_bias = false;
@@ -49,6 +50,8 @@ struct LoadOptions {
 };
 
 Qwen3Weights load_qwen3(const std::string& path, const LoadOptions& o = {});
+// The config alone (config.json, or the GGUF header), without reading the weights.
+Qwen3Config read_qwen3_config(const std::string& path);
 Qwen3Weights load_qwen3_hf(const std::string& dir);
 Qwen3Weights load_qwen3_gguf(const std::string& file, const LoadOptions& o = {});
 

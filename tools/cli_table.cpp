@@ -1,0 +1,218 @@
+// The `rlx` command table: every command, its arguments and flags. The parser (tools/cli.cpp),
+// `rlx --help`, `rlx CMD --help` and README.md's command table (`rlx help --markdown`) come from it.
+#include "commands.h"
+#include "rlx/device.h"
+
+namespace rlx::cli {
+
+Flag device_flag(std::string help) {
+  Flag f = text("device", "D", std::move(help), "cpu").named("device");
+  f.choices = device_names();
+  return f;
+}
+
+namespace {
+
+const std::string kModel = "the model file: .rlx text, .onnx or .rten";
+Flag bind_flag() {
+  return list("bind", "SYM=N,...",
+              "size symbolic dims (unbound ones are 1); each SYM must be a dim of the model", Item::NameInt)
+      .in(at_least(1))
+      .rep();
+}
+Flag input_flag(const std::string& help) {
+  return path("input", "NAME=FILE", help).items(Item::NamePath).rep();
+}
+std::vector<Flag> dispatch_flags() {
+  return {list("force-common", "OP,...", "decompose these ops even where the device has them natively").rep(),
+          list("force-native", "OP,...", "these ops must run natively (compilation fails otherwise)").rep(),
+          flag("no-fuse", "disable fusion")};
+}
+std::vector<Flag> with(std::vector<Flag> a, const std::vector<Flag>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<Command> make_table() {
+  std::vector<Command> t;
+  t.push_back({"devices",
+               "the 16 targets with their status here and, where one cannot run, why",
+               "rlx devices [--json]",
+               {},
+               {flag("json", "print the list as JSON: name, status, runs, description, reason")},
+               "",
+               "",
+               cmd_devices});
+  t.push_back(
+      {"compile",
+       "legalize and lower a model for a device; --report prints the dispatch table (native / "
+       "common-IR / rewritten per op and dtype), --dump a level",
+       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--bind SYM=N,...]",
+       {{"MODEL", kModel}},
+       with({device_flag("the device to compile for"),
+             flag("report", "print the dispatch table: per op and dtype, the path, node count and reason"),
+             choice("dump", "print a level of the compiled program", "", {"hir", "mir", "lir"})
+                 .bare("mir")
+                 .named("level"),
+             bind_flag(),
+             input_flag("arrays (.npy, or .npz holding NAME) whose shapes (and, for an imported "
+                        "model, small ones' values) specialize the model")},
+            dispatch_flags()),
+       "env: RLX_DISPATCH_REPORT=1 prints the dispatch table too.",
+       "docs/onnx.md",
+       cmd_compile});
+  t.push_back(
+      {"run",
+       "run a model on a device with inputs from .npy/.npz files; print the outputs, --output saves them",
+       "rlx run MODEL --input NAME=FILE ... [--output OUT.npy|OUT.npz] [--device D] [--report]",
+       {{"MODEL", kModel}},
+       with({input_flag("an input array: a .npy file, or an .npz holding NAME"),
+             path("output", "FILE", "write the outputs: .npy (one output) or .npz (any number)")
+                 .out({".npy", ".npz"}),
+             device_flag("the device to run on"),
+             flag("report", "print the dispatch table (after the run, before the outputs)")},
+            dispatch_flags()),
+       "env: RLX_DISPATCH_REPORT=1 prints the dispatch table on stderr; RLX_PROFILE=1 kernel times.",
+       "",
+       cmd_run});
+  t.push_back(
+      {"inspect",
+       "summarize a model file: ONNX (opsets, inputs/outputs, initializers, op histogram), rten, GGUF "
+       "(metadata, tensor table) or .rlx",
+       "rlx inspect MODEL.onnx|MODEL.rten|FILE.gguf|FILE.rlx",
+       {{"MODEL", "the model file: .onnx, .rten, .gguf or .rlx"}},
+       {},
+       "",
+       "docs/onnx.md",
+       cmd_inspect});
+  t.push_back(
+      {"generate",
+       "Qwen3 text generation on token ids with a KV cache (greedy, top-k/top-p, seeded) from an HF "
+       "directory or a GGUF file, quantized weights kept packed",
+       "rlx generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new 32] [--temperature T] ...",
+       {},
+       {path("model", "DIR|FILE.gguf", "a Hugging Face directory (config.json + *.safetensors) or a .gguf")
+            .exists()
+            .req(),
+        list("prompt-ids", "ID,...", "the prompt's token ids", Item::Int).in(at_least(0)).req(),
+        integer("max-new", "N", "tokens to generate (prompt + N must fit the model's context)", "32",
+                at_least(0)),
+        integer("batch", "N", "rows generated at once (each from the same prompt)", "1", at_least(1)),
+        real("temperature", "T", "sampling temperature; 0 is greedy", "0", at_least(0)),
+        integer("top-k", "K", "sample among the K most likely tokens; 0: all", "0", at_least(0)),
+        real("top-p", "P", "sample among the most likely tokens holding mass P", "1", {0, 1, true, false}),
+        integer("seed", "S", "sampling seed", "0", at_least(0)),
+        integer("eos", "ID", "stop a row at this token id; -1: never", "-1", at_least(-1)),
+        device_flag("the device to run on"),
+        flag("dequantize", "GGUF: dequantize the projections to f32 instead of keeping them packed"),
+        flag("stats", "print prefill and decode timings on stderr")},
+       "",
+       "docs/llm.md",
+       cmd_generate});
+  t.push_back(
+      {"embed",
+       "sentence embeddings from a Hugging Face / sentence-transformers BERT directory (e.g. "
+       "all-MiniLM-L6-v2), one per line, or the cosine matrix",
+       "rlx embed --model DIR [--similarity] (\"sentence\" ... | --file S.txt) [--output E.npy]",
+       {{"SENTENCE", "sentences to embed (after --, words may start with -)", 0, -1}},
+       {path("model", "DIR", "the model directory (config.json, vocab.txt, *.safetensors)").exists().req(),
+        device_flag("the device to run on"),
+        integer("batch-size", "N", "sentences per forward pass", "32", at_least(1)),
+        flag("similarity", "print the cosine similarity matrix instead of the embeddings"),
+        path("file", "FILE", "read sentences from FILE, one per non-empty line").exists(),
+        path("output", "FILE", "write the embeddings, f32 [N, hidden], as .npy").out({".npy"}),
+        flag("quiet", "no timing line on stderr")},
+       "",
+       "docs/models.md",
+       cmd_embed});
+  t.push_back(
+      {"onnx-suite",
+       "run the ONNX backend node tests under NODE_DIR against an expected-failure list (each case in a "
+       "child process with a timeout)",
+       "rlx onnx-suite NODE_DIR [--xfail LIST] [--json OUT.json] [--write-xfail LIST] [--device D]",
+       {{"NODE_DIR", "a folder of test cases (CASE/model.onnx + CASE/test_data_set_0)"}},
+       {path("xfail", "LIST", "the expected failures (CASE BUCKET per line)").exists(),
+        path("json", "FILE", "write a results summary as JSON").out(),
+        path("write-xfail", "LIST", "write the failures as a new expected-failure list").out(),
+        text("filter", "S", "run only cases whose name contains S"),
+        integer("jobs", "N", "cases run at once", "2", at_least(1)),
+        integer("timeout", "SEC", "seconds a case may take", "60", at_least(1)),
+        device_flag("the device the cases run on (the committed lists are for cpu)"),
+        flag("verbose", "print every failure with its message")},
+       "",
+       "docs/onnx.md",
+       cmd_onnx_suite});
+  t.push_back(
+      {"train-mnist",
+       "train an MLP or small CNN on Fashion-MNIST or the MNIST 8k/2k split: per-epoch test accuracy, "
+       "checkpoint, PNG curves",
+       "rlx train-mnist [--data fashion|mnist] [--model mlp|cnn] [--epochs N] [--batch B] [--device D] ...",
+       {},
+       {choice("data",
+               "the dataset (fashion: Debian's dataset-fashion-mnist; mnist: the 10k test set split 8k/2k)",
+               "fashion", {"fashion", "mnist"})
+            .named("dataset"),
+        path("data-dir", "DIR", "where the IDX files are (default: the dataset's usual folder)"),
+        choice("model", "the model", "mlp", {"mlp", "cnn"}).named("model"),
+        list("hidden", "N,...", "MLP hidden layer sizes", Item::Int, "128").in(at_least(1)),
+        integer("epochs", "N", "epochs to train", "5", {1, 1e6}),
+        integer("batch", "B", "batch size", "128", at_least(1)),
+        integer("seed", "S", "initialization and shuffling seed", "0", at_least(0)),
+        integer("max-steps", "N", "steps per epoch at most; 0: whole epochs", "0", at_least(0)),
+        choice("optimizer", "the optimizer", "sgd", {"sgd", "adam", "adamw"}).named("optimizer"),
+        real("lr", "X", "learning rate (default: sgd 0.1, else 0.001)", "", above(0)),
+        real("momentum", "X", "SGD momentum", "0", {0, 1, false, true}),
+        flag("nesterov", "Nesterov momentum"),
+        real("weight-decay", "X", "weight decay", "0", at_least(0)),
+        choice("schedule", "learning-rate schedule", "constant", {"constant", "step", "cosine", "linear"}),
+        integer("warmup", "N", "warmup steps", "0", at_least(0)),
+        choice("amp", "mixed precision (f32 master weights; f16 adds dynamic loss scaling)", "f32",
+               {"bf16", "f16", "f32"}),
+        flag("report", "print the mixed-precision pass's per-op choices"),
+        device_flag("the device the training step compiles for"),
+        path("checkpoint", "FILE", "safetensors written at the end", "rlx_mnist.safetensors").out({}, "none"),
+        path("resume", "FILE", "start from this checkpoint").exists(),
+        path("plot", "FILE", "PNG of the loss and accuracy curves", "rlx_mnist.png").out({".png"}, "none"),
+        flag("quiet", "no progress bar"),
+        integer("bench-steps", "N", "time N steps on one batch instead of training; prints p50/p90 JSON", "",
+                at_least(1)),
+        integer("read-every", "K", "with --bench-steps: read the loss back every K steps", "1", at_least(1)),
+        flag("profile", "with --bench-steps and RLX_PROFILE=1: per-kernel times"),
+        choice("dump", "with --bench-steps: print a level of the compiled step", "", {"hir", "mir", "lir"})
+            .bare("lir")
+            .named("level")},
+       "",
+       "docs/training.md",
+       cmd_train_mnist});
+  t.push_back(
+      {"ops",
+       "the op x dtype conformance harness against the reference on a device; --write regenerates the "
+       "support matrix",
+       "rlx ops [--device D] [--write [docs/ops.md]] [--quiet]",
+       {},
+       {device_flag("the device to check"),
+        path("write", "FILE", "write the support matrix (markdown)").bare("docs/ops.md").out({".md"}),
+        flag("quiet", "print only the summary line")},
+       "",
+       "docs/ops.md",
+       cmd_ops});
+  t.push_back(
+      {"help",
+       "this overview, or a command's arguments and flags; --markdown prints README.md's command table",
+       "rlx help [COMMAND] [--markdown]",
+       {{"COMMAND", "the command to describe", 0, 1}},
+       {flag("markdown", "print the command table as markdown (README.md's)")},
+       "",
+       "",
+       cmd_help});
+  return t;
+}
+
+}  // namespace
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> t = make_table();
+  return t;
+}
+
+}  // namespace rlx::cli
