@@ -221,3 +221,41 @@ TEST(CpuFastFusion, LeadingBroadcastInFusedKernel) {
   CompiledModel cm(g, CompileOptions{});
   EXPECT_LE(max_rel_diff(cm.run(in)[0], want[0]), 1e-6);
 }
+
+// On AVX-512 CPUs pairs of whole 16-column panels run as 6x32 tiles: each element is the same FMA
+// chain as in the 6x16 AVX2 tile, so the two give the same bits, epilogues included.
+TEST(CpuFastGemm, Avx512TilesMatchAvx2Bitwise) {
+  if (!cpu::fast_gemm_available() || !cpu::gemm_avx512_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  std::mt19937 g(5);
+  const int64_t shapes[][3] = {{37, 70, 45}, {6, 32, 9}, {100, 161, 800}, {13, 48, 1}, {72, 96, 300}};
+  for (auto& s : shapes)
+    for (int act = 0; act < 5; ++act) {
+      const int64_t M = s[0], N = s[1], K = s[2];
+      auto A = rnd(static_cast<size_t>(M * K), g), B = rnd(static_cast<size_t>(K * N), g);
+      auto bias = rnd(static_cast<size_t>(N), g), R = rnd(static_cast<size_t>(M * N), g);
+      std::vector<float> Bp(static_cast<size_t>(cpu::packed_b_size(K, N)));
+      cpu::pack_b(false, B.data(), N, K, N, Bp.data());
+      cpu::GemmEpi e;
+      e.bias = bias.data();
+      e.residual = act % 2 ? R.data() : nullptr;
+      e.ldr = N;
+      e.act = static_cast<cpu::GemmAct>(act);
+      std::vector<float> c512(static_cast<size_t>(M * N)), c256(c512.size());
+      cpu::gemm_packed_serial(M, N, K, A.data(), K, Bp.data(), c512.data(), N, &e);
+      const bool was = cpu::set_gemm_avx512(false);
+      cpu::gemm_packed_serial(M, N, K, A.data(), K, Bp.data(), c256.data(), N, &e);
+      cpu::set_gemm_avx512(was);
+      EXPECT_TRUE(was);
+      EXPECT_EQ(0, std::memcmp(c512.data(), c256.data(), c512.size() * sizeof(float)))
+          << "M=" << M << " N=" << N << " K=" << K << " act=" << act;
+      double worst = 0;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double r = bias[j] + (e.residual ? R[i * N + j] : 0.0);
+          for (int64_t k = 0; k < K; ++k) r += double(A[i * K + k]) * B[k * N + j];
+          if (act != 0) continue;  // the activations are checked against float64 in the test above
+          worst = std::max(worst, std::abs(r - c512[i * N + j]) / (1 + std::abs(r)));
+        }
+      EXPECT_LE(worst, 2e-5) << "M=" << M << " N=" << N << " K=" << K;
+    }
+}

@@ -3,7 +3,8 @@
 //   micro-panels, k-major, in per-thread scratch: it stays in L2) > 16-column panels of packed B (the
 //   kc x 16 micro-panel is reused by every 6-row tile of the block) > 6-row micro tiles (12 ymm
 //   accumulators). The epilogue runs on the last K block of each tile, before it leaves registers.
-// With few rows or few 16-column panels (little reuse), A is read in place instead.
+// With few rows or few 16-column panels (little reuse), A is read in place instead. On AVX-512 CPUs
+// two whole adjacent panels are one 6x32 tile (12 zmm accumulators), with bit-identical results.
 // CPUs without AVX2/FMA run the same loop nest with a portable micro-kernel.
 // [issue 6 cpugemm] gemm_f32 with N <= 12 (a classifier layer) takes the narrow kernels instead
 // (gemm_narrow.cpp); the ReLU-backward mask is an in-register epilogue (GemmEpi::mask).
@@ -20,6 +21,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_avx2.h"
 #include "backends/cpu/vmath.h"
+#include "runtime/env.h"
 
 namespace rlx::cpu {
 
@@ -259,6 +261,66 @@ __attribute__((target("avx2,fma"))) void ukernel_avx2(int64_t kc, const float* A
 }
 #undef RLX_ROW
 
+// The 6x32 tile for AVX-512 CPUs: two adjacent 16-column panels of packed B (b0, b1: the same k
+// rows of panels j and j + 16), 12 zmm accumulators, one broadcast of A per row and k. Each element
+// is the same chain of FMAs as in the 6x16 kernel, so results are bit for bit those of the AVX2
+// path; the epilogue runs on the two 16-column halves with the AVX2 code.
+#define RLX_ROW512(r)                                                                   \
+  if constexpr (MR > r) {                                                               \
+    __m512 av = _mm512_set1_ps(PA ? A[k * lda + r] : A[r * lda + k]);                   \
+    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                         \
+    c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                         \
+  }
+#define RLX_AVX512_FN __attribute__((target("avx512f,avx2,fma")))
+// GCC 12 flags the _mm512_undefined_ps() inside AVX-512 shuffle intrinsics (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+RLX_AVX512_FN inline __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
+RLX_AVX512_FN inline __m256 hi8(__m512 v) { return _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xEE)); }
+template <int MR, bool PA>
+RLX_AVX512_FN void ukernel_avx512(int64_t kc, const float* A, int64_t lda, const float* B0, const float* B1, float* C,
+                                  int64_t ldc, bool acc, const GemmEpi* epi, int64_t col, const float* res, int64_t ldr,
+                                  const float* msk) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int r = 0; r < MR; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc + 2 * kNr - 1), _MM_HINT_T0);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(B0 + k * kNr), b1 = _mm512_loadu_ps(B1 + k * kNr);
+    RLX_ROW512(0) RLX_ROW512(1) RLX_ROW512(2) RLX_ROW512(3) RLX_ROW512(4) RLX_ROW512(5)
+  }
+  if (!acc && !epi) {
+    _mm512_storeu_ps(C, c00), _mm512_storeu_ps(C + kNr, c01);
+    if constexpr (MR > 1) _mm512_storeu_ps(C + ldc, c10), _mm512_storeu_ps(C + ldc + kNr, c11);
+    if constexpr (MR > 2) _mm512_storeu_ps(C + 2 * ldc, c20), _mm512_storeu_ps(C + 2 * ldc + kNr, c21);
+    if constexpr (MR > 3) _mm512_storeu_ps(C + 3 * ldc, c30), _mm512_storeu_ps(C + 3 * ldc + kNr, c31);
+    if constexpr (MR > 4) _mm512_storeu_ps(C + 4 * ldc, c40), _mm512_storeu_ps(C + 4 * ldc + kNr, c41);
+    if constexpr (MR > 5) _mm512_storeu_ps(C + 5 * ldc, c50), _mm512_storeu_ps(C + 5 * ldc + kNr, c51);
+    return;
+  }
+  const float* bias = epi && epi->bias ? epi->bias + col : nullptr;
+  const bool gelu = epi && epi->act == GemmAct::Gelu, relu = epi && epi->act == GemmAct::Relu;
+  const int64_t ldm = epi ? epi->ldm : 0;
+  const __m256 z = _mm256_setzero_ps();
+  RowEpi e0{acc, bias ? _mm256_loadu_ps(bias) : z, bias ? _mm256_loadu_ps(bias + 8) : z, bias != nullptr, gelu, relu,
+            res, ldr, msk, ldm};
+  RowEpi e1{acc, bias ? _mm256_loadu_ps(bias + 16) : z, bias ? _mm256_loadu_ps(bias + 24) : z, bias != nullptr, gelu,
+            relu, res ? res + kNr : nullptr, ldr, msk ? msk + kNr : nullptr, ldm};
+#define RLX_FINISH512(r)                                                       \
+  if constexpr (MR > r) {                                                      \
+    finish_row(C + r * ldc, lo8(c##r##0), hi8(c##r##0), &e0, r);               \
+    finish_row(C + r * ldc + kNr, lo8(c##r##1), hi8(c##r##1), &e1, r);         \
+  }
+  RLX_FINISH512(0) RLX_FINISH512(1) RLX_FINISH512(2) RLX_FINISH512(3) RLX_FINISH512(4) RLX_FINISH512(5)
+#undef RLX_FINISH512
+  if (epi && epi->act != GemmAct::None && !gelu && !relu)
+    for (int r = 0; r < MR; ++r) apply_act(C + r * ldc, 2 * kNr, epi->act);
+}
+#undef RLX_ROW512
+#pragma GCC diagnostic pop
+
 // Copies rows [0, 6) x k [0, kc) of a row-major A (row stride lda) into a k-major micro-panel
 // d[k * 6 + r]: 4 k at a time, 2-row interleaves (unpack) then 64-bit pair shuffles.
 __attribute__((target("avx2,fma"))) void pack_a_panel6_avx(const float* A, int64_t lda, int64_t kc, float* d) {
@@ -326,8 +388,12 @@ __attribute__((target("avx2,fma"))) inline void transpose8(const float* s, int64
 using Ukernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int, bool, const GemmEpi*,
                          int64_t, const float*, int64_t, const float*);
 
+using Ukernel2 = void (*)(int64_t, const float*, int64_t, const float*, const float*, float*, int64_t, bool,
+                          const GemmEpi*, int64_t, const float*, int64_t, const float*);
+
 struct Kernels {
-  Ukernel k[2][kMr + 1] = {};  // [A packed][rows]
+  Ukernel k[2][kMr + 1] = {};   // [A packed][rows]
+  Ukernel2 k2[2][kMr + 1] = {};  // 6x32 tiles (AVX-512), or null
   bool avx2 = false;
 };
 
@@ -337,6 +403,10 @@ void fill(Kernels& t) {
   if (t.avx2) {
     t.k[PA][1] = ukernel_avx2<1, PA>, t.k[PA][2] = ukernel_avx2<2, PA>, t.k[PA][3] = ukernel_avx2<3, PA>;
     t.k[PA][4] = ukernel_avx2<4, PA>, t.k[PA][5] = ukernel_avx2<5, PA>, t.k[PA][6] = ukernel_avx2<6, PA>;
+    if (__builtin_cpu_supports("avx512f")) {
+      t.k2[PA][1] = ukernel_avx512<1, PA>, t.k2[PA][2] = ukernel_avx512<2, PA>, t.k2[PA][3] = ukernel_avx512<3, PA>;
+      t.k2[PA][4] = ukernel_avx512<4, PA>, t.k2[PA][5] = ukernel_avx512<5, PA>, t.k2[PA][6] = ukernel_avx512<6, PA>;
+    }
     return;
   }
 #endif
@@ -355,6 +425,12 @@ Kernels pick_kernels() {
 const Kernels& kernels() {
   static const Kernels k = pick_kernels();
   return k;
+}
+
+// RLX_GEMM_AVX512=0 keeps AVX-512 CPUs on the 6x16 AVX2 tiles (same bits, for timing).
+std::atomic<bool>& avx512_on() {
+  static std::atomic<bool> on{env_on("RLX_GEMM_AVX512", true)};
+  return on;
 }
 
 // Per-thread scratch, 64-byte aligned, grown on first use and then reused (no steady-state allocation).
@@ -423,6 +499,7 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
     return;
   }
   const Kernels& ks = kernels();
+  const bool wide_ok = ks.k2[0][1] && avx512_on().load(std::memory_order_relaxed);
   // Packing A pays when many 16-column panels reuse it; a transposed A (strided by lda per k) sooner.
   const bool pack = M > 4 * kMr && (trans_a ? N > kNr : N >= 16 * kNr);
   const int64_t nk = (K + kKc - 1) / kKc, kc = (K + nk - 1) / nk;
@@ -435,8 +512,9 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
       const bool last = pc + kb == K, acc = accumulate || pc > 0;
       const GemmEpi* e = last ? epi : nullptr;
       if (pack) pack_a(trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mb, kb, abuf, ks.avx2);
-      for (int64_t j = 0; j < N; j += kNr) {
+      for (int64_t j = 0; j < N;) {
         const int nr = static_cast<int>(std::min(kNr, N - j));
+        const bool wide = wide_ok && j + 2 * kNr <= N;  // two whole panels: one 6x32 tile
         const float* bp = Bp + j * K + pc * kNr;
         for (int64_t i = 0; i < mb; i += kMr) {
           const int64_t row = ic + i;
@@ -444,9 +522,14 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, b
           const float* res = e && e->residual ? e->residual + row * e->ldr + j : nullptr;
           const float* msk = e && e->mask ? e->mask + row * e->ldm + j : nullptr;
           const float* ap = pack ? abuf + i * kb : trans_a ? A + pc * lda + row : A + row * lda + pc;
-          ks.k[pack || trans_a][mr](kb, ap, pack ? kMr : lda, bp, C + row * ldc + j, ldc, nr, acc, e, j, res,
-                                    e ? e->ldr : 0, msk);
+          if (wide)
+            ks.k2[pack || trans_a][mr](kb, ap, pack ? kMr : lda, bp, bp + kNr * K, C + row * ldc + j, ldc, acc, e, j,
+                                       res, e ? e->ldr : 0, msk);
+          else
+            ks.k[pack || trans_a][mr](kb, ap, pack ? kMr : lda, bp, C + row * ldc + j, ldc, nr, acc, e, j, res,
+                                      e ? e->ldr : 0, msk);
         }
+        j += wide ? 2 * kNr : kNr;
       }
     }
     if (epi && epi->rows_done) epi->rows_done(epi->ctx, epi->row_base + ic, epi->row_base + ic + mb);
@@ -624,6 +707,10 @@ bool fast_gemm_available() {
   }();
   return ok;
 }
+
+bool set_gemm_avx512(bool on) { return avx512_on().exchange(on) && kernels().k2[0][1]; }
+
+bool gemm_avx512_available() { return kernels().k2[0][1] != nullptr; }
 
 int64_t packed_b_size(int64_t K, int64_t N) { return (N + kNr - 1) / kNr * kNr * K; }
 

@@ -37,6 +37,11 @@ constexpr int64_t kGemmNr = 16;  // packed panel width (columns)
 
 // True when this CPU has AVX2 and FMA (the micro-kernel's requirement); RLX_GEMM=blas forces false.
 bool fast_gemm_available();
+// True when the CPU has AVX-512F: gemm_serial then computes pairs of 16-column panels as 6x32 tiles
+// (the same bits as the AVX2 tiles). set_gemm_avx512(false) keeps the AVX2 tiles (RLX_GEMM_AVX512=0
+// at start-up does the same); it returns whether the wide tiles were in use.
+bool gemm_avx512_available();
+bool set_gemm_avx512(bool on);
 // Floats needed for op(B)[K,N] packed: ceil(N/16) panels of K x 16.
 int64_t packed_b_size(int64_t K, int64_t N);
 // Packs op(B)[K,N] into panels: trans_b means B is stored [N,K] (a Linear weight), else [K,N].
