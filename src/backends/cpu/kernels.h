@@ -42,6 +42,11 @@ void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>
 void gather(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void transpose(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
+// f32 convolution (1-D/2-D; im2col + packed GEMM, or direct for one input channel per group) and
+// pooling windows over the last two dims: conv.cpp, pool.cpp. Other cases run the generic kernel.
+void conv(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
 // cpu-only schedule rewrites (merged QKV, GEMM epilogues, fused LayerNorm): fuse_lir.cpp.
 void fuse_cpu_lir(LirProgram& p);
 

@@ -1,0 +1,188 @@
+// The cpu kernel of the MIR `reduce_window` primitive (max/min/sum pooling), f32, windows over the
+// last two dims only (what MaxPool / AvgPool decompose to: N and C get window 1). Per output row,
+// the window's input rows are reduced into one row (vectorized over the width), then each output
+// takes its window of that row. Pad taps are skipped (they hold the identity, as in the reference):
+// a window of only padding gives 0 / -inf / +inf. Other windows take the generic kernel.
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "backends/cpu/conv.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/simd_avx2.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+enum class Red { Sum, Max, Min };
+
+// max/min keep NaN, as the reference's combine: a NaN on either side gives NaN.
+inline float combine(Red k, float a, float x) {
+  switch (k) {
+    case Red::Sum: return a + x;
+    case Red::Max: return (x > a || x != x) ? x : a;
+    default: return (x < a || x != x) ? x : a;
+  }
+}
+
+struct Win {
+  int64_t planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw;
+};
+
+#if defined(RLX_SIMD_AVX2)
+// a (+) x on 8 lanes; max/min give NaN where either side is NaN (all-ones lanes: a quiet NaN).
+template <Red R>
+RLX_AVX2_FN inline __m256 combine8(__m256 a, __m256 x) {
+  if constexpr (R == Red::Sum) return _mm256_add_ps(a, x);
+  const __m256 nan = _mm256_cmp_ps(a, x, _CMP_UNORD_Q);
+  return _mm256_or_ps(R == Red::Max ? _mm256_max_ps(a, x) : _mm256_min_ps(a, x), nan);
+}
+
+// acc[0, n) (+)= s[0, n).
+template <Red R>
+RLX_AVX2_FN void combine_row_avx2(float* acc, const float* s, int64_t n) {
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) _mm256_storeu_ps(acc + c, combine8<R>(_mm256_loadu_ps(acc + c), _mm256_loadu_ps(s + c)));
+  for (; c < n; ++c) acc[c] = combine(R, acc[c], s[c]);
+}
+
+// y[ow] = (+) over j < kw of src[ow + j * step] for ow in [0, n) (all inside src).
+template <Red R>
+RLX_AVX2_FN void window_row_avx2(const float* src, int64_t step, int64_t kw, int64_t n, float* y) {
+  int64_t ow = 0;
+  for (; ow + 8 <= n; ow += 8) {
+    __m256 v = _mm256_loadu_ps(src + ow);
+    for (int64_t j = 1; j < kw; ++j) v = combine8<R>(v, _mm256_loadu_ps(src + ow + j * step));
+    _mm256_storeu_ps(y + ow, v);
+  }
+  for (; ow < n; ++ow) {
+    float v = src[ow];
+    for (int64_t j = 1; j < kw; ++j) v = combine(R, v, src[ow + j * step]);
+    y[ow] = v;
+  }
+}
+#endif
+
+// One plane. Per output row: the window's input rows combined into `row` (W floats), then each
+// output combines its kw taps of that row. With stride sw > 1 the row is first split into sw
+// phase rows (phase q: columns q, q + sw, ...), so an output's taps are contiguous across outputs.
+template <Red R>
+void pool_plane(const Win& w, const float* x, float* y, float* row, float* ph, float ident) {
+  const int64_t sw = w.sw, ws = (w.W + sw - 1) / sw;
+  // Outputs whose whole window lies inside the row: [o_lo, o_hi).
+  const int64_t o_lo = std::min(w.OW, (w.pw + sw - 1) / sw);
+  const int64_t o_hi = std::max(o_lo, std::min(w.OW, w.W + w.pw - w.kw >= 0 ? (w.W + w.pw - w.kw) / sw + 1 : 0));
+#if defined(RLX_SIMD_AVX2)
+  const bool avx2 = simd::cpu_has_avx2();
+#endif
+  for (int64_t oh = 0; oh < w.OH; ++oh) {
+    const int64_t r0 = std::max<int64_t>(0, oh * w.sh - w.ph), r1 = std::min(w.H, oh * w.sh - w.ph + w.kh);
+    float* yr = y + oh * w.OW;
+    if (r0 >= r1) {
+      std::fill(yr, yr + w.OW, ident);
+      continue;
+    }
+    std::copy(x + r0 * w.W, x + (r0 + 1) * w.W, row);
+    for (int64_t r = r0 + 1; r < r1; ++r) {
+#if defined(RLX_SIMD_AVX2)
+      if (avx2) {
+        combine_row_avx2<R>(row, x + r * w.W, w.W);
+        continue;
+      }
+#endif
+      for (int64_t c = 0; c < w.W; ++c) row[c] = combine(R, row[c], x[r * w.W + c]);
+    }
+    auto edge = [&](int64_t ow) {
+      const int64_t c0 = std::max<int64_t>(0, ow * sw - w.pw), c1 = std::min(w.W, ow * sw - w.pw + w.kw);
+      float v = ident;
+      for (int64_t c = c0; c < c1; ++c) v = combine(R, v, row[c]);
+      yr[ow] = v;
+    };
+    for (int64_t ow = 0; ow < o_lo; ++ow) edge(ow);
+    for (int64_t ow = o_hi; ow < w.OW; ++ow) edge(ow);
+    if (o_lo >= o_hi) continue;
+    // Interior output ow reads row[ow * sw - pw + j]; in phase form ph[q_j][ow + base_j].
+    const int64_t first = o_lo * sw - w.pw;
+    if (sw > 1) {
+      for (int64_t q = 0; q < sw; ++q)
+        for (int64_t c = 0; c * sw + q < w.W; ++c) ph[q * ws + c] = row[c * sw + q];
+    }
+#if defined(RLX_SIMD_AVX2)
+    if (avx2) {  // each tap j is one contiguous run of the (phase) row
+      if (sw == 1) {
+        window_row_avx2<R>(row + first, 1, w.kw, o_hi - o_lo, yr + o_lo);
+      } else {
+        for (int64_t j = 0; j < w.kw; ++j) {
+          const int64_t off = first + j, q = off % sw, c = off / sw;  // off >= 0 inside the interior
+          if (j == 0)
+            std::copy(ph + q * ws + c, ph + q * ws + c + (o_hi - o_lo), yr + o_lo);
+          else
+            combine_row_avx2<R>(yr + o_lo, ph + q * ws + c, o_hi - o_lo);
+        }
+      }
+      continue;
+    }
+#endif
+    for (int64_t ow = o_lo; ow < o_hi; ++ow) {
+      const float* s = row + ow * sw - w.pw;
+      float v = s[0];
+      for (int64_t j = 1; j < w.kw; ++j) v = combine(R, v, s[j]);
+      yr[ow] = v;
+    }
+  }
+}
+
+thread_local std::vector<float> t_row, t_phase;
+
+bool window_of(const Node& n, const Tensor& x, const Tensor& y, Win& w) {
+  const int64_t r = x.rank();
+  if (r < 2 || y.rank() != r) return false;
+  std::vector<int64_t> win = attr_ints(n, "window"), st = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
+  if (st.empty()) st.assign(r, 1);
+  if (pads.empty()) pads.assign(2 * r, 0);
+  if (static_cast<int64_t>(win.size()) != r || static_cast<int64_t>(st.size()) != r ||
+      static_cast<int64_t>(pads.size()) != 2 * r)
+    return false;
+  w.planes = 1;
+  for (int64_t d = 0; d + 2 < r; ++d) {
+    if (win[d] != 1 || st[d] != 1 || pads[d] != 0 || pads[r + d] != 0 || x.shape()[d] != y.shape()[d]) return false;
+    w.planes *= x.shape()[d];
+  }
+  w.H = x.shape()[r - 2], w.W = x.shape()[r - 1], w.OH = y.shape()[r - 2], w.OW = y.shape()[r - 1];
+  w.kh = win[r - 2], w.kw = win[r - 1], w.sh = st[r - 2], w.sw = st[r - 1], w.ph = pads[r - 2], w.pw = pads[r - 1];
+  return w.kh >= 1 && w.kw >= 1 && w.sh >= 1 && w.sw >= 1 && w.ph >= 0 && w.pw >= 0;
+}
+
+}  // namespace
+
+void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  Tensor& y = out[0];
+  Win w;
+  const std::string& kind = attr_str(n, "kind");
+  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || !window_of(n, x, y, w) ||
+      (kind != "sum" && kind != "max" && kind != "min"))
+    return generic_kernel(n, in, out);
+  const Red k = kind == "sum" ? Red::Sum : kind == "max" ? Red::Max : Red::Min;
+  const float ident = k == Red::Sum ? 0.f : k == Red::Max ? -std::numeric_limits<float>::infinity()
+                                                          : std::numeric_limits<float>::infinity();
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.OH * w.OW * w.kh * w.kw));
+  parallel_for(w.planes, grain, [&](int64_t p0, int64_t p1) {
+    if (t_row.size() < static_cast<size_t>(w.W)) t_row.resize(static_cast<size_t>(w.W));
+    if (t_phase.size() < static_cast<size_t>(w.W + w.sw)) t_phase.resize(static_cast<size_t>(w.W + w.sw));
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xs = xp + p * w.H * w.W;
+      float* ys = yp + p * w.OH * w.OW;
+      switch (k) {
+        case Red::Sum: pool_plane<Red::Sum>(w, xs, ys, t_row.data(), t_phase.data(), ident); break;
+        case Red::Max: pool_plane<Red::Max>(w, xs, ys, t_row.data(), t_phase.data(), ident); break;
+        case Red::Min: pool_plane<Red::Min>(w, xs, ys, t_row.data(), t_phase.data(), ident); break;
+      }
+    }
+  });
+}
+
+}  // namespace rlx::cpu
