@@ -327,6 +327,33 @@ TEST(CpuConv, PoolKernelMatchesReference) {
   EXPECT_LE(pool_error("max", {1, 1, 4, 4}, {1, 1, 2, 2}, {1, 1, 3, 3}, {0, 0, 0, 0, 0, 0, 3, 3}, 3, false), 0);
   EXPECT_LE(pool_error("sum", {2, 3, 20}, {1, 1, 4}, {1, 1, 3}, {0, 0, 1, 0, 0, 2}, 4, false), 1e-6);
   EXPECT_LE(pool_error("max", {4, 3, 5, 5}, {2, 1, 3, 3}, {2, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 1, 1}, 5, false), 0);
+  // One windowed dim before the last two (LRN's sum over channels), and a rank-1 window.
+  EXPECT_LE(pool_error("sum", {2, 7, 5, 6}, {1, 5, 1, 1}, {1, 1, 1, 1}, {0, 2, 0, 0, 0, 2, 0, 0}, 6, false), 1e-6);
+  EXPECT_LE(pool_error("max", {3, 9, 4}, {1, 3, 1}, {1, 2, 1}, {0, 1, 0, 0, 0, 0}, 7, true), 0);
+  EXPECT_LE(pool_error("min", {11}, {4}, {3}, {1, 2}, 8, false), 0);
+}
+
+TEST(CpuConv, LrnAndConcatLayersMatchReference) {
+  // What LRN and Concat import to: reduce_window over channels, x^beta in a fused region, and
+  // concatenate along channels (and along the last dim).
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", DType::f32, Shape{2, 6, 5, 7});
+  auto sq = b.mul(x, x);
+  auto s = b.op1(OpKind::ReduceWindow, {sq},
+                 {{"kind", std::string("sum")}, {"window", Ints{1, 5, 1, 1}}, {"strides", Ints{1, 1, 1, 1}},
+                  {"pads", Ints{0, 2, 0, 0, 0, 2, 0, 0}}});
+  auto den = b.op1(OpKind::Pow, {b.add(b.mul(s, b.scalar(1e-4 / 5, DType::f32)), b.scalar(1, DType::f32)),
+                                 b.scalar(0.75, DType::f32)});
+  auto lrn = b.div(x, den);
+  b.output(b.op1(OpKind::Concatenate, {lrn, x, sq}, {{"axis", int64_t{1}}}));
+  b.output(b.op1(OpKind::Concatenate, {x, lrn}, {{"axis", int64_t{-1}}}));
+  std::vector<Tensor> in{uniform({2, 6, 5, 7}, 50)};
+  auto want = reference_run(g, in);
+  CompiledModel cm(g, CompileOptions{});
+  auto got = cm.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(max_rel_diff(got[i], want[i]), 1e-6) << "output " << i;
 }
 
 TEST(CpuConv, PoolingLayersCompiledMatchReference) {

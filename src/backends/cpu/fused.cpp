@@ -56,7 +56,7 @@ bool float_op(OpKind k) {
   switch (k) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Sqrt: case OpKind::Rsqrt:
-    case OpKind::Tanh: case OpKind::Erf: case OpKind::Logistic: case OpKind::Log:
+    case OpKind::Tanh: case OpKind::Erf: case OpKind::Logistic: case OpKind::Log: case OpKind::Pow:
       return true;
     default: return false;
   }
@@ -84,6 +84,7 @@ RLX_SIMD void run_float(OpKind op, const float* a, const float* b, float* y, int
     case OpKind::Erf: for (int64_t i = 0; i < n; ++i) y[i] = vm::erf(a[i]); break;
     case OpKind::Logistic: for (int64_t i = 0; i < n; ++i) y[i] = vm::logistic(a[i]); break;
     case OpKind::Log: for (int64_t i = 0; i < n; ++i) y[i] = std::log(a[i]); break;
+    case OpKind::Pow: for (int64_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]); break;  // LRN's x^beta
     default: break;
   }
 }

@@ -41,6 +41,7 @@ void layer_norm(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
 void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void gather(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void transpose(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void concatenate(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
 // f32 convolution (1-D/2-D; im2col + packed GEMM, or direct for one input channel per group) and
 // pooling windows over the last two dims: conv.cpp, pool.cpp. Other cases run the generic kernel.

@@ -2,7 +2,8 @@
 // last two dims only (what MaxPool / AvgPool decompose to: N and C get window 1). Per output row,
 // the window's input rows are reduced into one row (vectorized over the width), then each output
 // takes its window of that row. Pad taps are skipped (they hold the identity, as in the reference):
-// a window of only padding gives 0 / -inf / +inf. Other windows take the generic kernel.
+// a window of only padding gives 0 / -inf / +inf. A window over one other dim (LRN: channels) is
+// combined row by row of the dims after it. Other windows take the generic kernel.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -135,18 +136,29 @@ void pool_plane(const Win& w, const float* x, float* y, float* row, float* ph, f
 
 thread_local std::vector<float> t_row, t_phase;
 
-bool window_of(const Node& n, const Tensor& x, const Tensor& y, Win& w) {
-  const int64_t r = x.rank();
-  if (r < 2 || y.rank() != r) return false;
-  std::vector<int64_t> win = attr_ints(n, "window"), st = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
+// The window's attributes with defaults filled in; false when their lengths are wrong.
+bool window_attrs(const Node& n, int64_t r, std::vector<int64_t>& win, std::vector<int64_t>& st,
+                  std::vector<int64_t>& pads) {
+  win = attr_ints(n, "window"), st = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
   if (st.empty()) st.assign(r, 1);
   if (pads.empty()) pads.assign(2 * r, 0);
-  if (static_cast<int64_t>(win.size()) != r || static_cast<int64_t>(st.size()) != r ||
-      static_cast<int64_t>(pads.size()) != 2 * r)
-    return false;
+  return static_cast<int64_t>(win.size()) == r && static_cast<int64_t>(st.size()) == r &&
+         static_cast<int64_t>(pads.size()) == 2 * r;
+}
+
+bool trivial(const std::vector<int64_t>& win, const std::vector<int64_t>& st, const std::vector<int64_t>& pads,
+             int64_t r, int64_t d) {
+  return win[d] == 1 && st[d] == 1 && pads[d] == 0 && pads[r + d] == 0;
+}
+
+// Windows over the last two dims (pooling): planes of H x W.
+bool window_of(const Node& n, const Tensor& x, const Tensor& y, Win& w) {
+  const int64_t r = x.rank();
+  std::vector<int64_t> win, st, pads;
+  if (r < 2 || y.rank() != r || !window_attrs(n, r, win, st, pads)) return false;
   w.planes = 1;
   for (int64_t d = 0; d + 2 < r; ++d) {
-    if (win[d] != 1 || st[d] != 1 || pads[d] != 0 || pads[r + d] != 0 || x.shape()[d] != y.shape()[d]) return false;
+    if (!trivial(win, st, pads, r, d) || x.shape()[d] != y.shape()[d]) return false;
     w.planes *= x.shape()[d];
   }
   w.H = x.shape()[r - 2], w.W = x.shape()[r - 1], w.OH = y.shape()[r - 2], w.OW = y.shape()[r - 1];
@@ -154,21 +166,86 @@ bool window_of(const Node& n, const Tensor& x, const Tensor& y, Win& w) {
   return w.kh >= 1 && w.kw >= 1 && w.sh >= 1 && w.sw >= 1 && w.ph >= 0 && w.pw >= 0;
 }
 
+// A window over one dim a (LRN's window over channels): x as [outer, L, inner].
+struct AxisWin {
+  int64_t outer = 1, L = 0, OL = 0, inner = 1, k = 1, s = 1, p = 0;
+};
+
+bool axis_window_of(const Node& n, const Tensor& x, const Tensor& y, AxisWin& w) {
+  const int64_t r = x.rank();
+  std::vector<int64_t> win, st, pads;
+  if (r < 1 || y.rank() != r || !window_attrs(n, r, win, st, pads)) return false;
+  int64_t a = -1;
+  for (int64_t d = 0; d < r; ++d) {
+    if (trivial(win, st, pads, r, d)) {
+      if (x.shape()[d] != y.shape()[d]) return false;
+      continue;
+    }
+    if (a >= 0) return false;
+    a = d;
+  }
+  if (a < 0) return false;
+  for (int64_t d = 0; d < a; ++d) w.outer *= x.shape()[d];
+  for (int64_t d = a + 1; d < r; ++d) w.inner *= x.shape()[d];
+  w.L = x.shape()[a], w.OL = y.shape()[a], w.k = win[a], w.s = st[a], w.p = pads[a];
+  return w.k >= 1 && w.s >= 1 && w.p >= 0;
+}
+
+// Output rows [i0, i1) of the [outer, OL] rows of `inner` floats each.
+template <Red R>
+void axis_rows(const AxisWin& w, const float* x, float* y, int64_t i0, int64_t i1, float ident) {
+#if defined(RLX_SIMD_AVX2)
+  const bool avx2 = simd::cpu_has_avx2();
+#endif
+  for (int64_t it = i0; it < i1; ++it) {
+    const int64_t o = it / w.OL, i = it % w.OL;
+    float* yr = y + it * w.inner;
+    const int64_t t0 = std::max<int64_t>(0, i * w.s - w.p), t1 = std::min(w.L, i * w.s - w.p + w.k);
+    if (t0 >= t1) {
+      std::fill(yr, yr + w.inner, ident);
+      continue;
+    }
+    const float* xs = x + o * w.L * w.inner;
+    std::copy(xs + t0 * w.inner, xs + (t0 + 1) * w.inner, yr);
+    for (int64_t t = t0 + 1; t < t1; ++t) {
+#if defined(RLX_SIMD_AVX2)
+      if (avx2) {
+        combine_row_avx2<R>(yr, xs + t * w.inner, w.inner);
+        continue;
+      }
+#endif
+      for (int64_t q = 0; q < w.inner; ++q) yr[q] = combine(R, yr[q], xs[t * w.inner + q]);
+    }
+  }
+}
+
 }  // namespace
 
 void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   Tensor& y = out[0];
-  Win w;
   const std::string& kind = attr_str(n, "kind");
-  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || !window_of(n, x, y, w) ||
-      (kind != "sum" && kind != "max" && kind != "min"))
+  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || (kind != "sum" && kind != "max" && kind != "min"))
     return generic_kernel(n, in, out);
   const Red k = kind == "sum" ? Red::Sum : kind == "max" ? Red::Max : Red::Min;
   const float ident = k == Red::Sum ? 0.f : k == Red::Max ? -std::numeric_limits<float>::infinity()
                                                           : std::numeric_limits<float>::infinity();
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
+  Win w;
+  AxisWin aw;
+  if (!window_of(n, x, y, w)) {
+    if (!axis_window_of(n, x, y, aw)) return generic_kernel(n, in, out);
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, aw.inner * aw.k));
+    parallel_for(aw.outer * aw.OL, grain, [&](int64_t i0, int64_t i1) {
+      switch (k) {
+        case Red::Sum: axis_rows<Red::Sum>(aw, xp, yp, i0, i1, ident); break;
+        case Red::Max: axis_rows<Red::Max>(aw, xp, yp, i0, i1, ident); break;
+        case Red::Min: axis_rows<Red::Min>(aw, xp, yp, i0, i1, ident); break;
+      }
+    });
+    return;
+  }
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.OH * w.OW * w.kh * w.kw));
   parallel_for(w.planes, grain, [&](int64_t p0, int64_t p1) {
     if (t_row.size() < static_cast<size_t>(w.W)) t_row.resize(static_cast<size_t>(w.W));
