@@ -1,10 +1,12 @@
 // The direct plan of the cpu conv kernel (conv.cpp): groups with one input channel (depthwise
-// convs, or C = 1). Per output row, every tap adds w * (a contiguous run of an input row) into
-// registers, 32 outputs at a time, so each input element is loaded once per tap and each output
-// stored once. A strided conv first splits each input plane into `stride` phase planes (columns
-// q, q + s, ...), so a tap's run is contiguous there too. Outputs whose window leaves the row take a
-// scalar loop.
+// convs, or C = 1). Each input plane is copied once, zero-padded, into sh x sw phase planes (phase
+// (r, q): padded rows r, r + sh, ... and columns q, q + sw, ...), Wq floats a row. Then tap (i, j) of
+// output (oh, ow) is element (oh * Wq + ow) + off(i, j) of one phase plane, a constant offset: the
+// output plane is a 1-D correlation over the flat index f = oh * Wq + ow, computed 32 outputs at a
+// time in registers (each input element loaded once per tap, each output stored once), with the
+// Wq - OW columns past each output row computed and dropped. No border cases remain.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/conv.h"
@@ -15,122 +17,39 @@ namespace rlx::cpu::conv_detail {
 
 namespace {
 
-thread_local std::vector<float> t_phase;
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Horizontal tap j of the direct plan: output ow reads phase q's row at ow + base, valid for
-// ow in [lo, hi). Outputs in [lo_all, hi_all) have every tap inside the row.
-struct ColTaps {
-  std::vector<int64_t> q, base, lo, hi;
-  int64_t lo_all = 0, hi_all = 0;
+thread_local std::vector<float> t_phase, t_flat;
+
+// The phase-plane layout of one conv.
+struct Phases {
+  int64_t Wq = 0, plane = 0, n = 0;  // row length, floats a phase plane, flat outputs (rounded to 32)
+  std::vector<int64_t> off;          // per tap i * KW + j: phase plane * plane + offset inside it
 };
 
-ColTaps col_taps(const Geom& g) {
-  ColTaps c;
-  c.lo_all = 0, c.hi_all = g.OW;
-  for (int64_t j = 0; j < g.KW; ++j) {
-    const int64_t off = j * g.dw - g.pw, q = ((off % g.sw) + g.sw) % g.sw, base = (off - q) / g.sw;
-    const int64_t len = (g.W - q + g.sw - 1) / g.sw;  // length of phase q's rows
-    c.q.push_back(q);
-    c.base.push_back(base);
-    c.lo.push_back(std::clamp<int64_t>(-base, 0, g.OW));
-    c.hi.push_back(std::clamp<int64_t>(len - base, c.lo.back(), g.OW));
-    c.lo_all = std::max(c.lo_all, c.lo.back());
-    c.hi_all = std::min(c.hi_all, c.hi.back());
-  }
-  c.hi_all = std::max(c.hi_all, c.lo_all);
-  return c;
-}
-
-// The taps of one output row: output ow reads src[off[t] + ow] with weight w[t]; col[t] is the tap's
-// horizontal index (its valid range in ColTaps).
-struct RowTaps {
-  std::vector<int64_t> off, col;
-  std::vector<float> w;
-};
-thread_local RowTaps t_rtaps;
-
-// Outputs [lo, hi) of a row, every tap inside: 32 (then 8) outputs per step in registers, so each
-// input element is loaded once per tap and each output stored once.
-#if defined(RLX_SIMD_AVX2)
-RLX_AVX2_FN void taps_avx2(const float* src, const RowTaps& t, int64_t lo, int64_t hi, float* y) {
-  const int64_t n = static_cast<int64_t>(t.w.size());
-  const int64_t* off = t.off.data();
-  const float* w = t.w.data();
-  int64_t ow = lo;
-  for (; ow + 32 <= hi; ow += 32) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t k = 0; k < n; ++k) {
-      const __m256 wk = _mm256_set1_ps(w[k]);
-      const float* p = src + off[k] + ow;
-      a0 = _mm256_fmadd_ps(wk, _mm256_loadu_ps(p), a0);
-      a1 = _mm256_fmadd_ps(wk, _mm256_loadu_ps(p + 8), a1);
-      a2 = _mm256_fmadd_ps(wk, _mm256_loadu_ps(p + 16), a2);
-      a3 = _mm256_fmadd_ps(wk, _mm256_loadu_ps(p + 24), a3);
+Phases phases_of(const Geom& g) {
+  Phases p;
+  const int64_t Hp = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1, Wp = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+  const int64_t Hq = ceil_div(std::max(Hp, g.H + g.ph), g.sh);
+  p.Wq = ceil_div(std::max(Wp, g.W + g.pw), g.sw);
+  p.n = (g.OH * p.Wq + 31) / 32 * 32;
+  const int64_t max_off = (g.KH - 1) * g.dh / g.sh * p.Wq + (g.KW - 1) * g.dw / g.sw;
+  p.plane = std::max(Hq * p.Wq, p.n + max_off);
+  for (int64_t i = 0; i < g.KH; ++i)
+    for (int64_t j = 0; j < g.KW; ++j) {
+      const int64_t r = i * g.dh % g.sh, q = j * g.dw % g.sw;
+      p.off.push_back((r * g.sw + q) * p.plane + i * g.dh / g.sh * p.Wq + j * g.dw / g.sw);
     }
-    _mm256_storeu_ps(y + ow, a0);
-    _mm256_storeu_ps(y + ow + 8, a1);
-    _mm256_storeu_ps(y + ow + 16, a2);
-    _mm256_storeu_ps(y + ow + 24, a3);
-  }
-  for (; ow < hi; ow += 8) {
-    const __m256i m = simd::tail_mask(std::min<int64_t>(8, hi - ow));
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t k = 0; k < n; ++k) a = _mm256_fmadd_ps(_mm256_set1_ps(w[k]), _mm256_maskload_ps(src + off[k] + ow, m), a);
-    _mm256_maskstore_ps(y + ow, m, a);
-  }
-}
-#endif
-
-// Outputs [o0, o1) of a row, taps outside the row skipped when `check`.
-void taps_scalar(const float* src, const RowTaps& t, const ColTaps& c, int64_t o0, int64_t o1, bool check, float* y) {
-  const size_t n = t.w.size();
-  for (int64_t ow = o0; ow < o1; ++ow) {
-    float a = 0.f;
-    for (size_t k = 0; k < n; ++k)
-      if (!check || (ow >= c.lo[t.col[k]] && ow < c.hi[t.col[k]])) a += t.w[k] * src[t.off[k] + ow];
-    y[ow] = a;
-  }
-}
-
-// One output plane of a one-input-channel group. src holds sw phase planes (phase q: columns
-// q, q + sw, ... of each input row, ws floats a row; sw == 1: the input plane itself).
-void direct_plane(const Geom& g, const ColTaps& c, const float* src, int64_t ws, const float* wk, float* y) {
-  RowTaps& t = t_rtaps;
-#if defined(RLX_SIMD_AVX2)
-  const bool avx2 = simd::cpu_has_avx2_fma();
-#endif
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    t.off.clear(), t.col.clear(), t.w.clear();
-    for (int64_t i = 0; i < g.KH; ++i) {
-      const int64_t ih = oh * g.sh + i * g.dh - g.ph;
-      if (ih < 0 || ih >= g.H) continue;
-      for (int64_t j = 0; j < g.KW; ++j) {
-        t.off.push_back((c.q[j] * g.H + ih) * ws + c.base[j]);
-        t.col.push_back(j);
-        t.w.push_back(wk[i * g.KW + j]);
-      }
-    }
-    float* yr = y + oh * g.OW;
-    taps_scalar(src, t, c, 0, c.lo_all, true, yr);
-#if defined(RLX_SIMD_AVX2)
-    if (avx2)
-      taps_avx2(src, t, c.lo_all, c.hi_all, yr);
-    else
-#endif
-      taps_scalar(src, t, c, c.lo_all, c.hi_all, false, yr);
-    taps_scalar(src, t, c, c.hi_all, g.OW, true, yr);
-  }
+  return p;
 }
 
 #if defined(RLX_SIMD_AVX2)
-// Even and odd columns of a row of n floats.
+// Even and odd elements of s[0, n).
 RLX_AVX2_FN void deinterleave2_avx2(const float* s, int64_t n, float* even, float* odd) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 a = _mm256_loadu_ps(s + i), b = _mm256_loadu_ps(s + i + 8);
-    // a = a0..a7, b = b0..b7: shuffles pick pairs within 128-bit lanes, the permute orders them.
+    // Pairs picked within 128-bit lanes, then the 64-bit quarters ordered.
     const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xDD);
     _mm256_storeu_ps(even + i / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
     _mm256_storeu_ps(odd + i / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
@@ -139,34 +58,82 @@ RLX_AVX2_FN void deinterleave2_avx2(const float* s, int64_t n, float* even, floa
 }
 #endif
 
+// The zero-padded input plane x split into phase planes at ph.
+void split(const Geom& g, const Phases& p, const float* x, float* ph) {
+  std::memset(ph, 0, static_cast<size_t>(g.sh * g.sw * p.plane) * sizeof(float));
+  for (int64_t ih = 0; ih < g.H; ++ih) {
+    const int64_t pr = ih + g.ph, r = pr % g.sh;
+    const float* src = x + ih * g.W;
+    float* row = ph + (r * g.sw) * p.plane + pr / g.sh * p.Wq;  // phase (r, 0)
+    if (g.sw == 1) {
+      std::memcpy(row + g.pw, src, static_cast<size_t>(g.W) * sizeof(float));
+      continue;
+    }
+    // Input columns iw = q0 + k * sw land in phase (q0 + pw) % sw at column (q0 + pw) / sw + k.
+#if defined(RLX_SIMD_AVX2)
+    if (g.sw == 2 && simd::cpu_has_avx2()) {
+      float* even = row + (g.pw % 2) * p.plane + g.pw / 2;           // iw even
+      float* odd = row + ((g.pw + 1) % 2) * p.plane + (g.pw + 1) / 2;  // iw odd
+      deinterleave2_avx2(src, g.W, even, odd);
+      continue;
+    }
+#endif
+    for (int64_t q0 = 0; q0 < g.sw && q0 < g.W; ++q0) {
+      float* d = row + ((q0 + g.pw) % g.sw) * p.plane + (q0 + g.pw) / g.sw;
+      for (int64_t k = 0; q0 + k * g.sw < g.W; ++k) d[k] = src[q0 + k * g.sw];
+    }
+  }
+}
+
+#if defined(RLX_SIMD_AVX2)
+RLX_AVX2_FN void correlate_avx2(const float* ph, const Phases& p, const float* w, float* y) {
+  const int64_t nt = static_cast<int64_t>(p.off.size());
+  const int64_t* off = p.off.data();
+  for (int64_t f = 0; f < p.n; f += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t t = 0; t < nt; ++t) {
+      const __m256 wt = _mm256_set1_ps(w[t]);
+      const float* s = ph + off[t] + f;
+      a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(s), a0);
+      a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(s + 8), a1);
+      a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(s + 16), a2);
+      a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(s + 24), a3);
+    }
+    _mm256_storeu_ps(y + f, a0);
+    _mm256_storeu_ps(y + f + 8, a1);
+    _mm256_storeu_ps(y + f + 16, a2);
+    _mm256_storeu_ps(y + f + 24, a3);
+  }
+}
+#endif
+
+// y[f] = sum over taps t of w[t] * ph[off[t] + f], f in [0, n).
+void correlate(const float* ph, const Phases& p, const float* w, float* y) {
+#if defined(RLX_SIMD_AVX2)
+  if (simd::cpu_has_avx2_fma()) return correlate_avx2(ph, p, w, y);
+#endif
+  std::fill(y, y + p.n, 0.f);
+  for (size_t t = 0; t < p.off.size(); ++t)
+    for (int64_t f = 0; f < p.n; ++f) y[f] += w[t] * ph[p.off[t] + f];
+}
+
 }  // namespace
 
 void run_direct(const Geom& g, const float* x, const float* w, float* y, const ChannelEpi* epi) {
-  const int64_t P = g.P(), HW = g.H * g.W, ws = ceil_div(g.W, g.sw);
-  const ColTaps c = col_taps(g);
+  const int64_t P = g.P(), HW = g.H * g.W;
+  const Phases ph = phases_of(g);
   parallel_for(g.N * g.G, 1, [&](int64_t i0, int64_t i1) {
+    if (t_phase.size() < static_cast<size_t>(g.sh * g.sw * ph.plane))
+      t_phase.resize(static_cast<size_t>(g.sh * g.sw * ph.plane));
+    if (t_flat.size() < static_cast<size_t>(ph.n)) t_flat.resize(static_cast<size_t>(ph.n));
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t n = it / g.G, ch = it % g.G;
-      const float* plane = x + (n * g.C + ch) * HW;
-      const float* src = plane;
-      if (g.sw > 1) {
-        if (t_phase.size() < static_cast<size_t>(g.sw * g.H * ws)) t_phase.resize(static_cast<size_t>(g.sw * g.H * ws));
-        float* ph = t_phase.data();
-        for (int64_t ih = 0; ih < g.H; ++ih) {
-#if defined(RLX_SIMD_AVX2)
-          if (g.sw == 2 && simd::cpu_has_avx2()) {
-            deinterleave2_avx2(plane + ih * g.W, g.W, ph + ih * ws, ph + (g.H + ih) * ws);
-            continue;
-          }
-#endif
-          for (int64_t q = 0; q < g.sw; ++q)
-            for (int64_t s = 0; s * g.sw + q < g.W; ++s) ph[(q * g.H + ih) * ws + s] = plane[ih * g.W + s * g.sw + q];
-        }
-        src = ph;
-      }
+      split(g, ph, x + (n * g.C + ch) * HW, t_phase.data());
       for (int64_t o = ch * g.Og; o < (ch + 1) * g.Og; ++o) {
         float* yo = y + (n * g.O + o) * P;
-        direct_plane(g, c, src, g.sw > 1 ? ws : g.W, w + o * g.KH * g.KW, yo);
+        correlate(t_phase.data(), ph, w + o * g.KH * g.KW, t_flat.data());
+        for (int64_t oh = 0; oh < g.OH; ++oh)
+          std::memcpy(yo + oh * g.OW, t_flat.data() + oh * ph.Wq, static_cast<size_t>(g.OW) * sizeof(float));
         if (epi) epi_rows(*epi, yo, P, epi->res ? epi->res + (n * g.O + o) * P : nullptr, o, 0, 1, P);
       }
     }
