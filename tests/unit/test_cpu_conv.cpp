@@ -372,6 +372,37 @@ TEST(CpuConv, PoolingLayersCompiledMatchReference) {
   }
 }
 
+TEST(CpuConv, SliceAndPadKernelsMatchReference) {
+  // The conv VJP's dilation (pad between elements), crops (slice, negative pad) and strided slices.
+  struct Case {
+    OpKind op;
+    Ints shape;
+    Attrs attrs;
+    DType dt;
+  };
+  const Case cases[] = {
+      {OpKind::Pad, {2, 3, 5, 1}, {{"low", Ints{0, 0, 0, 0}}, {"high", Ints{0, 0, 0, 1}}}, DType::f32},
+      {OpKind::Pad, {2, 3, 4, 5}, {{"low", Ints{1, 0, -1, 2}}, {"high", Ints{0, 2, 1, -2}}, {"value", 1.5}}, DType::f32},
+      {OpKind::Pad, {3, 7}, {{"low", Ints{-1, 3}}, {"high", Ints{2, 0}}, {"value", -2.0}}, DType::i64},
+      {OpKind::Slice, {4, 6, 9}, {{"start", Ints{1, 0, 2}}, {"limit", Ints{4, 6, 9}}}, DType::f32},
+      {OpKind::Slice, {4, 6, 9}, {{"start", Ints{0, 1, 1}}, {"limit", Ints{4, 6, 8}}, {"stride", Ints{2, 2, 3}}}, DType::f32},
+      {OpKind::Slice, {5, 8}, {{"start", Ints{1, 2}}, {"limit", Ints{5, 8}}, {"stride", Ints{1, 2}}}, DType::i64},
+  };
+  for (const Case& c : cases) {
+    Graph g;
+    Builder b(g);
+    auto x = b.input("x", c.dt, to_shape(c.shape));
+    b.output(b.op1(c.op, {x}, c.attrs));
+    Tensor xv(c.dt, c.shape);
+    for (int64_t i = 0; i < xv.numel(); ++i) xv.set(i, static_cast<double>((i * 37) % 101) - 50);
+    auto want = reference_run(g, {xv});
+    CompiledModel cm(g, CompileOptions{});
+    auto got = cm.run({xv});
+    ASSERT_EQ(got[0].shape(), want[0].shape()) << op_name(c.op);
+    EXPECT_EQ(rlx_test::max_abs_diff(got[0], want[0]), 0.0) << op_name(c.op);
+  }
+}
+
 TEST(CpuConv, TrainingGradientsMatchReference) {
   // The MNIST CNN's two strided convs and their VJP (further convs on dilated / transposed operands).
   Graph f;

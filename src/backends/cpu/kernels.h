@@ -42,6 +42,8 @@ void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>
 void gather(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void transpose(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void concatenate(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void slice(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void pad(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
 // f32 convolution (1-D/2-D; im2col + packed GEMM, or direct for one input channel per group) and
 // pooling windows over the last two dims: conv.cpp, pool.cpp. Other cases run the generic kernel.
