@@ -27,9 +27,8 @@ using conv_detail::epi_rows;
 namespace {
 
 constexpr int64_t kNr = kGemmNr;
-// im2col block per thread, in floats (512 KiB: the L2 of our AMD machines; the Intel ones have 2 MiB).
-// The GEMM re-reads it once per 72 rows of W, so a larger block costs L3 traffic, not speed; a
-// smaller one costs W re-reads.
+// im2col block per thread, in floats (512 KiB: the L2 of our AMD machines). On the 2 MiB-L2 Xeon,
+// 256 and 512 KiB blocks ran at the same speed and 1-2 MiB ones 5-30% slower (VGG/ResNet 3x3 shapes).
 constexpr int64_t kColFloats = 128 * 1024;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -90,24 +89,25 @@ Plan plan_of(const Geom& g) {
   if (eff_rows > 1.15 * eff_cols) {
     pl.kind = Plan::Rows;
     k_blocks(g, P, pl);
-    const int64_t panels = ceil_div(g.Og, kNr);
+    const int64_t pairs = ceil_div(g.Og, 2 * kNr);  // 32-channel panel pairs (the AVX-512 tile's width)
     // Few (image, group) units for the threads: split the output channels, down to 64 a part
     // (each part redoes the im2col, which is small next to its GEMM).
-    pl.njb = std::clamp<int64_t>(ceil_div(4 * nt, units), 1, std::max<int64_t>(1, panels / 4));
-    if (pl.njb * units < nt) pl.njb = std::min<int64_t>(panels, ceil_div(nt, units));
-    pl.jb = ceil_div(panels, pl.njb) * kNr;
+    pl.njb = std::clamp<int64_t>(ceil_div(4 * nt, units), 1, std::max<int64_t>(1, pairs / 2));
+    if (pl.njb * units < nt) pl.njb = std::min<int64_t>(pairs, ceil_div(nt, units));
+    pl.jb = ceil_div(pairs, pl.njb) * 2 * kNr;
     pl.njb = ceil_div(g.Og, pl.jb);
     return pl;
   }
   pl.kind = Plan::Cols;
   k_blocks(g, round_up(std::min<int64_t>(P, 64), kNr), pl);
-  const int64_t pb_max = std::max<int64_t>(kNr, kColFloats / pl.kc / kNr * kNr);
+  // Blocks of whole 32-pixel panel pairs: the GEMM's AVX-512 tile is two 16-pixel panels wide.
+  const int64_t pb_max = std::max<int64_t>(2 * kNr, kColFloats / pl.kc / (2 * kNr) * (2 * kNr));
   pl.npb = ceil_div(P, pb_max);
   // About 8 items per thread where blocks keep >= 64 pixels (re-packing W per block is then cheap),
   // so a thread descheduled on a busy machine holds up little of the conv.
   if (nt > 1 && units * pl.npb < 8 * nt)
     pl.npb = std::max(pl.npb, std::min(ceil_div(P, 64), ceil_div(8 * nt, units)));
-  pl.pb = round_up(ceil_div(P, pl.npb), kNr);
+  pl.pb = round_up(ceil_div(P, pl.npb), 2 * kNr);
   pl.npb = ceil_div(P, pl.pb);
   pl.nmb = 1;
   if (units * pl.npb < nt) pl.nmb = std::max<int64_t>(1, std::min(ceil_div(nt, units * pl.npb), g.Og / 24));
