@@ -327,6 +327,11 @@ TEST(CpuConv, PoolKernelMatchesReference) {
   EXPECT_LE(pool_error("max", {1, 1, 4, 4}, {1, 1, 2, 2}, {1, 1, 3, 3}, {0, 0, 0, 0, 0, 0, 3, 3}, 3, false), 0);
   EXPECT_LE(pool_error("sum", {2, 3, 20}, {1, 1, 4}, {1, 1, 3}, {0, 0, 1, 0, 0, 2}, 4, false), 1e-6);
   EXPECT_LE(pool_error("max", {4, 3, 5, 5}, {2, 1, 3, 3}, {2, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 1, 1}, 5, false), 0);
+  // Rows wider than 64 (the separable form rather than the flat one), with pads and strides.
+  for (const char* kind : {"max", "sum"})
+    for (int64_t st : {1, 2, 3})
+      EXPECT_LE(pool_error(kind, {2, 3, 9, 77}, {1, 1, 3, 4}, {1, 1, st, st}, {0, 0, 1, 2, 0, 0, 1, 1}, 9, true), 1e-6)
+          << kind << " wide, stride " << st;
   // One windowed dim before the last two (LRN's sum over channels), and a rank-1 window.
   EXPECT_LE(pool_error("sum", {2, 7, 5, 6}, {1, 5, 1, 1}, {1, 1, 1, 1}, {0, 2, 0, 0, 0, 2, 0, 0}, 6, false), 1e-6);
   EXPECT_LE(pool_error("max", {3, 9, 4}, {1, 3, 1}, {1, 2, 1}, {0, 1, 0, 0, 0, 0}, 7, true), 0);
@@ -354,6 +359,34 @@ TEST(CpuConv, LrnAndConcatLayersMatchReference) {
   auto got = cm.run(in);
   ASSERT_EQ(got.size(), 2u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(max_rel_diff(got[i], want[i]), 1e-6) << "output " << i;
+  // The fused pow over a wide range of bases and exponents, with the special cases in every chunk.
+  Graph pg;
+  Builder pb(pg);
+  auto a = pb.input("a", DType::f32, Shape{4096}), e = pb.input("e", DType::f32, Shape{4096});
+  pb.output(pb.op1(OpKind::Pow, {pb.mul(a, pb.scalar(1, DType::f32)), e}));
+  Tensor av(DType::f32, {4096}), ev(DType::f32, {4096});
+  std::mt19937 rng(3);
+  for (int64_t i = 0; i < 4096; ++i) {
+    // mostly |e ln a| <= 1 (the fast lanes), some chunks far outside (std::pow)
+    av.set(i, std::exp(std::uniform_real_distribution<double>(i < 3000 ? -1.5 : -20, i < 3000 ? 1.5 : 20)(rng)));
+    ev.set(i, std::uniform_real_distribution<double>(i < 3000 ? -0.66 : -3, i < 3000 ? 0.66 : 3)(rng));
+  }
+  const double specials[] = {0.0, -2.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e-40};
+  for (int k = 0; k < 5; ++k) av.set(1000 + 97 * k, specials[k]);
+  ev.set(2000, 2.0), av.set(2000, -3.0);  // a negative base with an integer exponent
+  auto pw = reference_run(pg, {av, ev});
+  CompiledModel pm(pg, CompileOptions{});
+  auto pgot = pm.run(std::vector<Tensor>{av, ev});
+  double worst = 0;
+  for (int64_t i = 0; i < 4096; ++i) {
+    const double w = pw[0].get(i), g = pgot[0].get(i);
+    if (std::isnan(w) || std::isinf(w) || w == 0) {
+      EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << "a=" << av.get(i) << " e=" << ev.get(i);
+      continue;
+    }
+    worst = std::max(worst, std::abs(g - w) / std::abs(w));
+  }
+  EXPECT_LE(worst, 2e-6);
 }
 
 TEST(CpuConv, PoolingLayersCompiledMatchReference) {

@@ -38,6 +38,15 @@ struct Geom {
 // stride ldy); res (the same block of the residual, row stride ldy) or null. conv.cpp.
 void epi_rows(const ChannelEpi& e, float* y, int64_t ldy, const float* res, int64_t c0, int64_t r0, int64_t r1,
               int64_t pn);
+// Zero-padded planes split into sh x sw phase planes (conv_direct.cpp): tap (i, j) of output
+// (oh, ow) is element oh * Wq + ow + off[i * KW + j] of the split buffer.
+struct Phases {
+  int64_t Wq = 0, plane = 0, n = 0;  // row length, floats a phase plane, flat outputs (a multiple of 32)
+  std::vector<int64_t> off;          // per tap: phase plane * plane + offset inside it
+};
+Phases phases_of(const Geom& g);
+// Plane x (H x W) padded with `pad` and split into sh * sw * plane floats at ph.
+void split(const Geom& g, const Phases& p, const float* x, float* ph, float pad);
 // The direct plan (groups with one input channel): conv_direct.cpp.
 void run_direct(const Geom& g, const float* x, const float* w, float* y, const ChannelEpi* epi);
 

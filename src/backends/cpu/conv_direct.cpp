@@ -21,11 +21,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 thread_local std::vector<float> t_phase, t_flat;
 
-// The phase-plane layout of one conv.
-struct Phases {
-  int64_t Wq = 0, plane = 0, n = 0;  // row length, floats a phase plane, flat outputs (rounded to 32)
-  std::vector<int64_t> off;          // per tap i * KW + j: phase plane * plane + offset inside it
-};
+}  // namespace
 
 Phases phases_of(const Geom& g) {
   Phases p;
@@ -43,6 +39,8 @@ Phases phases_of(const Geom& g) {
   return p;
 }
 
+namespace {
+
 #if defined(RLX_SIMD_AVX2)
 // Even and odd elements of s[0, n).
 RLX_AVX2_FN void deinterleave2_avx2(const float* s, int64_t n, float* even, float* odd) {
@@ -58,9 +56,32 @@ RLX_AVX2_FN void deinterleave2_avx2(const float* s, int64_t n, float* even, floa
 }
 #endif
 
-// The zero-padded input plane x split into phase planes at ph.
-void split(const Geom& g, const Phases& p, const float* x, float* ph) {
-  std::memset(ph, 0, static_cast<size_t>(g.sh * g.sw * p.plane) * sizeof(float));
+// p[0, n) = v.
+#if defined(RLX_SIMD_AVX2)
+RLX_AVX2_FN void fill_avx2(float* p, int64_t n, float v) {
+  const __m256 x = _mm256_set1_ps(v);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, x);
+  for (; i < n; ++i) p[i] = v;
+}
+#endif
+
+void fill(float* p, int64_t n, float v) {
+#if defined(RLX_SIMD_AVX2)
+  if (simd::cpu_has_avx2()) return fill_avx2(p, n, v);
+#endif
+  std::fill(p, p + n, v);
+}
+
+}  // namespace
+
+void split(const Geom& g, const Phases& p, const float* x, float* ph, float pad) {
+  const int64_t total = g.sh * g.sw * p.plane;
+  if (pad == 0.f) {
+    std::memset(ph, 0, static_cast<size_t>(total) * sizeof(float));
+  } else {
+    fill(ph, total, pad);
+  }
   for (int64_t ih = 0; ih < g.H; ++ih) {
     const int64_t pr = ih + g.ph, r = pr % g.sh;
     const float* src = x + ih * g.W;
@@ -84,6 +105,8 @@ void split(const Geom& g, const Phases& p, const float* x, float* ph) {
     }
   }
 }
+
+namespace {
 
 #if defined(RLX_SIMD_AVX2)
 RLX_AVX2_FN void correlate_avx2(const float* ph, const Phases& p, const float* w, float* y) {
@@ -128,7 +151,7 @@ void run_direct(const Geom& g, const float* x, const float* w, float* y, const C
     if (t_flat.size() < static_cast<size_t>(ph.n)) t_flat.resize(static_cast<size_t>(ph.n));
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t n = it / g.G, ch = it % g.G;
-      split(g, ph, x + (n * g.C + ch) * HW, t_phase.data());
+      split(g, ph, x + (n * g.C + ch) * HW, t_phase.data(), 0.f);
       for (int64_t o = ch * g.Og; o < (ch + 1) * g.Og; ++o) {
         float* yo = y + (n * g.O + o) * P;
         correlate(t_phase.data(), ph, w + o * g.KH * g.KW, t_flat.data());

@@ -1,8 +1,9 @@
 // The cpu kernel of the MIR `reduce_window` primitive (max/min/sum pooling), f32, windows over the
-// last two dims only (what MaxPool / AvgPool decompose to: N and C get window 1). Per output row,
-// the window's input rows are reduced into one row (vectorized over the width), then each output
-// takes its window of that row. Pad taps are skipped (they hold the identity, as in the reference):
-// a window of only padding gives 0 / -inf / +inf. A window over one other dim (LRN: channels) is
+// last two dims (what MaxPool / AvgPool decompose to: N and C get window 1). Each plane is padded
+// with the kind's identity (0 / -inf / +inf: the reference skips pad taps, which is the same) and
+// split into stride phases, so each output combines its taps at constant offsets of one flat index,
+// 16 outputs at a time (conv_direct.cpp's layout); planes with wide rows instead combine the
+// window's rows into one row, then each output's taps along it. A window over one other dim (LRN: channels) is
 // combined row by row of the dims after it. Other windows take the generic kernel.
 #include <algorithm>
 #include <limits>
@@ -48,6 +49,30 @@ RLX_AVX2_FN void combine_row_avx2(float* acc, const float* s, int64_t n) {
   for (; c < n; ++c) acc[c] = combine(R, acc[c], s[c]);
 }
 
+// y[f] = (+) over taps t of ph[off[t] + f], f in [0, n) (n a multiple of 16). max/min keep a NaN:
+// the plain max_ps/min_ps drop it, so the taps' NaN lanes are or-ed into the result at the end.
+template <Red R>
+RLX_AVX2_FN void taps_avx2(const float* ph, const std::vector<int64_t>& off, int64_t n, float* y) {
+  const int64_t nt = static_cast<int64_t>(off.size());
+  for (int64_t f = 0; f < n; f += 16) {
+    __m256 v0 = _mm256_loadu_ps(ph + off[0] + f), v1 = _mm256_loadu_ps(ph + off[0] + f + 8);
+    __m256 n0 = _mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), n1 = _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q);
+    for (int64_t t = 1; t < nt; ++t) {
+      const __m256 x0 = _mm256_loadu_ps(ph + off[t] + f), x1 = _mm256_loadu_ps(ph + off[t] + f + 8);
+      if constexpr (R == Red::Sum) {
+        v0 = _mm256_add_ps(v0, x0), v1 = _mm256_add_ps(v1, x1);
+        continue;
+      }
+      v0 = R == Red::Max ? _mm256_max_ps(v0, x0) : _mm256_min_ps(v0, x0);
+      v1 = R == Red::Max ? _mm256_max_ps(v1, x1) : _mm256_min_ps(v1, x1);
+      n0 = _mm256_or_ps(n0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
+      n1 = _mm256_or_ps(n1, _mm256_cmp_ps(x1, x1, _CMP_UNORD_Q));
+    }
+    if constexpr (R != Red::Sum) v0 = _mm256_or_ps(v0, n0), v1 = _mm256_or_ps(v1, n1);
+    _mm256_storeu_ps(y + f, v0);
+    _mm256_storeu_ps(y + f + 8, v1);
+  }
+}
 // y[ow] = (+) over j < kw of src[ow + j * step] for ow in [0, n) (all inside src).
 template <Red R>
 RLX_AVX2_FN void window_row_avx2(const float* src, int64_t step, int64_t kw, int64_t n, float* y) {
@@ -65,11 +90,35 @@ RLX_AVX2_FN void window_row_avx2(const float* src, int64_t step, int64_t kw, int
 }
 #endif
 
-// One plane. Per output row: the window's input rows combined into `row` (W floats), then each
+// One plane: padded with the kind's identity and split into stride phases (conv_detail::split, as
+// the direct conv), so every tap of every output is a constant offset of one flat index; the Wq -
+// OW columns past each output row are computed and dropped. A window of only padding gives the
+// identity, as the reference.
+template <Red R>
+void pool_plane(const conv_detail::Geom& g, const conv_detail::Phases& p, const float* x, float* y, float* ph,
+                float* flat, float ident) {
+  conv_detail::split(g, p, x, ph, ident);
+  const int64_t n = (g.OH * p.Wq + 15) / 16 * 16;  // <= p.n, which the phase planes cover
+#if defined(RLX_SIMD_AVX2)
+  if (simd::cpu_has_avx2()) {
+    taps_avx2<R>(ph, p.off, n, flat);
+  } else
+#endif
+  {
+    for (int64_t f = 0; f < n; ++f) {
+      float v = ph[p.off[0] + f];
+      for (size_t t = 1; t < p.off.size(); ++t) v = combine(R, v, ph[p.off[t] + f]);
+      flat[f] = v;
+    }
+  }
+  for (int64_t oh = 0; oh < g.OH; ++oh) std::copy(flat + oh * p.Wq, flat + oh * p.Wq + g.OW, y + oh * g.OW);
+}
+
+// One plane of wide rows. Per output row: the window's input rows combined into `row` (W floats), then each
 // output combines its kw taps of that row. With stride sw > 1 the row is first split into sw
 // phase rows (phase q: columns q, q + sw, ...), so an output's taps are contiguous across outputs.
 template <Red R>
-void pool_plane(const Win& w, const float* x, float* y, float* row, float* ph, float ident) {
+void pool_rows(const Win& w, const float* x, float* y, float* row, float* ph, float ident) {
   const int64_t sw = w.sw, ws = (w.W + sw - 1) / sw;
   // Outputs whose whole window lies inside the row: [o_lo, o_hi).
   const int64_t o_lo = std::min(w.OW, (w.pw + sw - 1) / sw);
@@ -134,7 +183,7 @@ void pool_plane(const Win& w, const float* x, float* y, float* row, float* ph, f
   }
 }
 
-thread_local std::vector<float> t_row, t_phase;
+thread_local std::vector<float> t_phase, t_flat, t_row, t_rphase;
 
 // The window's attributes with defaults filled in; false when their lengths are wrong.
 bool window_attrs(const Node& n, int64_t r, std::vector<int64_t>& win, std::vector<int64_t>& st,
@@ -246,17 +295,40 @@ void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
     });
     return;
   }
+  // The window as a one-channel conv geometry (dilation 1), for the phase-plane layout.
+  conv_detail::Geom g{};
+  g.N = 1, g.C = 1, g.O = 1, g.G = 1, g.Cg = 1, g.Og = 1;
+  g.H = w.H, g.W = w.W, g.KH = w.kh, g.KW = w.kw, g.OH = w.OH, g.OW = w.OW;
+  g.sh = w.sh, g.sw = w.sw, g.ph = w.ph, g.pw = w.pw, g.dh = 1, g.dw = 1;
+  const conv_detail::Phases ph = conv_detail::phases_of(g);
+  const size_t nph = static_cast<size_t>(g.sh * g.sw * ph.plane);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.OH * w.OW * w.kh * w.kw));
+  // Small planes: the flat form (no per-row work); wide rows: the separable form, which reads each
+  // input element about kh + kw times instead of splitting the plane first.
+  const bool flat = w.W <= 64;
   parallel_for(w.planes, grain, [&](int64_t p0, int64_t p1) {
-    if (t_row.size() < static_cast<size_t>(w.W)) t_row.resize(static_cast<size_t>(w.W));
-    if (t_phase.size() < static_cast<size_t>(w.W + w.sw)) t_phase.resize(static_cast<size_t>(w.W + w.sw));
+    if (flat) {
+      if (t_phase.size() < nph) t_phase.resize(nph);
+      if (t_flat.size() < static_cast<size_t>(ph.n)) t_flat.resize(static_cast<size_t>(ph.n));
+    } else {
+      if (t_row.size() < static_cast<size_t>(w.W)) t_row.resize(static_cast<size_t>(w.W));
+      if (t_rphase.size() < static_cast<size_t>(w.W + w.sw)) t_rphase.resize(static_cast<size_t>(w.W + w.sw));
+    }
     for (int64_t p = p0; p < p1; ++p) {
       const float* xs = xp + p * w.H * w.W;
       float* ys = yp + p * w.OH * w.OW;
+      if (flat) {
+        switch (k) {
+          case Red::Sum: pool_plane<Red::Sum>(g, ph, xs, ys, t_phase.data(), t_flat.data(), ident); break;
+          case Red::Max: pool_plane<Red::Max>(g, ph, xs, ys, t_phase.data(), t_flat.data(), ident); break;
+          case Red::Min: pool_plane<Red::Min>(g, ph, xs, ys, t_phase.data(), t_flat.data(), ident); break;
+        }
+        continue;
+      }
       switch (k) {
-        case Red::Sum: pool_plane<Red::Sum>(w, xs, ys, t_row.data(), t_phase.data(), ident); break;
-        case Red::Max: pool_plane<Red::Max>(w, xs, ys, t_row.data(), t_phase.data(), ident); break;
-        case Red::Min: pool_plane<Red::Min>(w, xs, ys, t_row.data(), t_phase.data(), ident); break;
+        case Red::Sum: pool_rows<Red::Sum>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
+        case Red::Max: pool_rows<Red::Max>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
+        case Red::Min: pool_rows<Red::Min>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
       }
     }
   });
