@@ -219,6 +219,35 @@ void tap_rows(const float* s0, int64_t sstride, float* o0, int64_t ostride, int6
   }
 }
 
+// The panels of a 1x1 stride-1 conv's B: rows [0, kb) of x (row stride ld), pixels [0, pn), row by
+// row, so each input row streams once (packing panel by panel would read kb rows at a time, a
+// stride apart, which the prefetchers do not follow). Lanes past pn are zero.
+#if defined(RLX_SIMD_AVX2)
+RLX_AVX2_FN void pack_rows_avx2(const float* x, int64_t ld, int64_t kb, int64_t pn, float* dst) {
+  const int64_t full = pn / kNr, tail = pn % kNr;
+  const __m256i m0 = simd::tail_mask(std::min<int64_t>(tail, 8)), m1 = simd::tail_mask(std::max<int64_t>(tail - 8, 0));
+  for (int64_t k = 0; k < kb; ++k) {
+    const float* s = x + k * ld;
+    float* d = dst + k * kNr;
+    for (int64_t j = 0; j < full; ++j, s += kNr, d += kb * kNr) {
+      _mm256_storeu_ps(d, _mm256_loadu_ps(s));
+      _mm256_storeu_ps(d + 8, _mm256_loadu_ps(s + 8));
+    }
+    if (tail) {
+      _mm256_storeu_ps(d, _mm256_maskload_ps(s, m0));
+      _mm256_storeu_ps(d + 8, _mm256_maskload_ps(s + 8, m1));
+    }
+  }
+}
+#endif
+
+void pack_rows(const float* x, int64_t ld, int64_t kb, int64_t pn, float* dst) {
+#if defined(RLX_SIMD_AVX2)
+  if (simd::cpu_has_avx2()) return pack_rows_avx2(x, ld, kb, pn, dst);
+#endif
+  pack_b(false, x, ld, kb, pn, dst);
+}
+
 // im2col of channels [c0, c1) of one group (xg: its first input plane) for the pixels in `segs`:
 // row k = (c - c0) * KH*KW + i * KW + j at dst + k * kstride. The geometry of a run is worked out
 // once per tap and run, then copied for every channel.
@@ -337,7 +366,7 @@ void run_cols(const Geom& g, const Plan& pl, const float* x, const float* w, flo
       for (int64_t k0 = 0; k0 < K; k0 += pl.kc) {
         const int64_t kb = std::min(pl.kc, K - k0);
         if (pw)
-          pack_b(false, xg + k0 * P + p0, P, kb, pn, col);
+          pack_rows(xg + k0 * P + p0, P, kb, pn, col);
         else
           im2col(g, xg, k0 / kk, (k0 + kb) / kk, t_segs, kb * kNr, kNr, col);
         const bool last = k0 + kb == K;
