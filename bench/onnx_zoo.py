@@ -11,10 +11,11 @@ outputs are not degenerate and the weights are constants for both systems. Their
 target whose first entry is 1 are rewritten to 8 (onnx python API). The input of the final Softmax
 is added as a second output so the agreement check sees the logits, not a saturated softmax.
 
-Both systems get the same seeded N(0, 1) input and run in their own child process (peak RSS is per
-system) with 2 threads (RLX_NUM_THREADS=2; ORT intra_op_num_threads=2, inter_op 1, ORT_ENABLE_ALL):
-warm-up runs, then timed runs of the run call alone (sessions/compiles built before), p50/p90 of
-wall time. RLX runs through bench/onnx_zoo_rlx.cpp (target rlx_bench_onnx_zoo; --rlx-bin or
+Both systems get the same seeded N(0, 1) input and run in their own child processes (peak RSS is per
+system) with 2 threads (RLX_NUM_THREADS=2; ORT intra_op_num_threads=2, inter_op 1, ORT_ENABLE_ALL),
+taking turns over --rounds rounds so that a change in the machine's load hits both: per round
+warm-up runs, then timed runs of the run call alone (sessions/compiles built before); p50/p90 of
+wall time over all rounds. RLX runs through bench/onnx_zoo_rlx.cpp (target rlx_bench_onnx_zoo; --rlx-bin or
 $RLX_BENCH_BIN). Outputs must agree: max |rlx - ort| / max |ort| per output, reported per row.
 Writes bench/results/onnx_zoo.json (DESIGN.md section 7 schema) and prints a table with RLX/ORT.
 
@@ -236,6 +237,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--budget", type=float, default=15.0, help="seconds of timed runs per system and row (>= 5 runs)")
+    ap.add_argument("--rounds", type=int, default=2, help="turns each system takes per row (fresh child each)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="5 runs, 1 warm-up (smoke test, not a result)")
     ap.add_argument("--output", default=os.path.join(HERE, "results", "onnx_zoo.json"))
@@ -269,25 +271,38 @@ def main():
             x = np.random.default_rng(args.seed + batch).standard_normal(shape, dtype=np.float32)
             xin = os.path.join(tmp, f"{name}_b{batch}_x.npy")
             np.save(xin, x)
-            res, load = {}, {}
-            for system in ("rlx", "onnxruntime"):
-                out = os.path.join(tmp, f"{name}_b{batch}_{system}")
-                if system == "rlx":
-                    cmd = [args.rlx_bin, path, xin, out, str(args.warmup), str(args.runs), str(args.budget)]
-                else:
-                    cmd = [sys.executable, os.path.abspath(__file__), "--ort-child", "--model", path, "--input", xin,
-                           "--out", out, "--threads", str(args.threads), "--runs", str(args.runs), "--warmup",
-                           str(args.warmup), "--budget", str(args.budget)]
-                before = loadavg1()
-                r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                load[system] = [before, loadavg1()]
-                if r.returncode != 0:
-                    print(f"[bench] {name} b{batch} {system} failed:\n{r.stderr[-2000:]}", file=sys.stderr, flush=True)
-                    res[system] = None
-                    continue
-                with open(out + ".json") as f:
-                    res[system] = json.load(f)
-                res[system]["outputs"] = dict(np.load(out + ".npz"))
+            # The systems take turns over `rounds` rounds (order flipped each round), each round a
+            # fresh child with its share of the runs, so a change in the machine's load hits both.
+            res, load = {}, {"rlx": [], "onnxruntime": []}
+            runs_r = max(5, -(-args.runs // args.rounds))
+            for rnd in range(args.rounds):
+                for system in (("rlx", "onnxruntime") if rnd % 2 == 0 else ("onnxruntime", "rlx")):
+                    if system in res and res[system] is None:
+                        continue
+                    out = os.path.join(tmp, f"{name}_b{batch}_{system}")
+                    budget = str(args.budget / args.rounds)
+                    if system == "rlx":
+                        cmd = [args.rlx_bin, path, xin, out, str(args.warmup), str(runs_r), budget]
+                    else:
+                        cmd = [sys.executable, os.path.abspath(__file__), "--ort-child", "--model", path, "--input",
+                               xin, "--out", out, "--threads", str(args.threads), "--runs", str(runs_r), "--warmup",
+                               str(args.warmup), "--budget", budget]
+                    before = loadavg1()
+                    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                    load[system].append([before, loadavg1()])
+                    if r.returncode != 0:
+                        print(f"[bench] {name} b{batch} {system} failed:\n{r.stderr[-2000:]}", file=sys.stderr,
+                              flush=True)
+                        res[system] = None
+                        continue
+                    with open(out + ".json") as f:
+                        one = json.load(f)
+                    one["outputs"] = dict(np.load(out + ".npz"))
+                    if system not in res:
+                        res[system] = one
+                    else:
+                        res[system]["times_ms"] += one["times_ms"]
+                        res[system]["peak_rss_mb"] = max(res[system]["peak_rss_mb"], one["peak_rss_mb"])
             if not res.get("rlx") or not res.get("onnxruntime"):
                 details.append({"workload": name, "batch": batch, "skipped": "a system failed (see stderr)"})
                 continue
@@ -313,8 +328,10 @@ def main():
     doc = {"benchmark": "onnx_zoo", "machine": machine(),
            "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "threads": args.threads, "onnxruntime_version": ort.__version__,
-           "timing": f"{args.warmup} warm-up runs, then {args.runs} timed runs (at least 5; stopping after "
-                     f"{args.budget} s); wall time of the run call alone",
+           "timing": f"{args.rounds} rounds per row, the systems taking turns (a fresh child each time); per round "
+                     f"{args.warmup} warm-up runs, then {max(5, -(-args.runs // args.rounds))} timed runs (fewer, but at "
+                     f"least 5, once {args.budget / args.rounds:g} s have passed); wall time of the run call alone; "
+                     f"p50/p90 over all rounds' runs",
            "rows": rows, "details": details, "loadavg_at_end": loadavg1()}
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w") as f:
