@@ -58,6 +58,13 @@ bench:
 	cmake -S . -B $(BENCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_TESTS=OFF -DRLX_PYTHON=ON -DPython_EXECUTABLE=$$(command -v $(PY))
 	cmake --build $(BENCH_BUILD) -j $(JOBS) --target rlx_bench_minilm_cpu
 	RLX_BENCH_BIN=$(BENCH_BUILD)/bin/rlx_bench_minilm_cpu $(PY) bench/minilm_cpu.py
+# ONNX model-zoo CNNs (the light models of the pip onnx wheel): RLX cpu vs ONNX Runtime, batch 1 and 8;
+# needs pip onnx + onnxruntime; writes bench/results/onnx_zoo.json (RLX side: bench/onnx_zoo_rlx.cpp).
+.PHONY: bench-onnx-zoo
+bench-onnx-zoo:
+	cmake -S . -B $(BENCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_TESTS=OFF -DPython_EXECUTABLE=$$(command -v $(PY))
+	cmake --build $(BENCH_BUILD) -j $(JOBS) --target rlx_bench_onnx_zoo
+	RLX_BENCH_BIN=$(BENCH_BUILD)/bin/rlx_bench_onnx_zoo $(PY) bench/onnx_zoo.py
 # --- end benchmarks
 
 # --- ONNX node suite (CI runs it after `make test`): the pip onnx wheel's backend node tests,

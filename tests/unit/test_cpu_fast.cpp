@@ -221,3 +221,4 @@ TEST(CpuFastFusion, LeadingBroadcastInFusedKernel) {
   CompiledModel cm(g, CompileOptions{});
   EXPECT_LE(max_rel_diff(cm.run(in)[0], want[0]), 1e-6);
 }
+

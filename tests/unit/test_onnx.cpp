@@ -32,6 +32,11 @@ TEST(Onnx, GemmReluWithInitializersAndSymbolicBatch) {
   Graph gr = rlx::onnx::import_onnx(m.SerializeAsString(), "", "mem");
   ASSERT_EQ(gr.inputs.size(), 1u);
   EXPECT_FALSE(gr.type(gr.inputs[0]).shape[0].is_static());  // dim_param stays symbolic
+  // A·Bᵀ is a Linear layer (B is already [out, in]): no transpose of the weight at run time.
+  bool linear = false, transpose = false;
+  for (auto& n : gr.nodes) linear |= n.op == OpKind::Linear, transpose |= n.op == OpKind::Transpose;
+  EXPECT_TRUE(linear);
+  EXPECT_FALSE(transpose);
   CompiledModel cm(std::move(gr), CompileOptions{});
   auto out = cm.run({Tensor::from<float>(DType::f32, {2, 3}, {1, 2, 3, -1, -1, -1})});
   ASSERT_EQ(out.size(), 1u);

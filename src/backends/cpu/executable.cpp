@@ -12,6 +12,7 @@
 
 #include <time.h>  // [issue 3 minilm] clock_gettime for RLX_PROFILE=cpu
 
+#include "backends/cpu/conv.h"
 #include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/jit.h"  // [issue 3 cpujit]
 #include "backends/cpu/kernels.h"
@@ -48,6 +49,7 @@ class CpuExecutable : public Executable {
     if (env_on("RLX_CPU_FUSE", true)) {
       cpu::fuse_cpu_lir(p_);
       cpu::fuse_train_lir(p_);  // [issue 6 trainperf] bias/ReLU/ReLU-mask/SGD into GEMM epilogues
+      cpu::fuse_conv_lir(p_);   // per-channel affine (bias, BatchNorm), residual, ReLU into the conv
     }
     arena_ = Tensor(DType::u8, {std::max<int64_t>(p_.arena_bytes, 1)});
     for (auto& k : p_.kernels) {
@@ -61,7 +63,18 @@ class CpuExecutable : public Executable {
           cpu::pack_b(true, w.value.data<float>(), I, I, O, wp.data());
         }
       }
+      // Constant f32 conv weights: packed once when the conv's plan wants them packed (conv.cpp).
+      if (k.kind == KernelKind::Library && k.op == OpKind::Conv && k.in.size() >= 2 && k.out.size() == 1) {
+        const LirBuffer& w = p_.buffers[k.in[1]];
+        if (w.kind == BufferKind::Const && w.type.dtype == DType::f32) {
+          auto cp = cpu::conv_prepack(Node{k.op, {}, {}, k.attrs, ""}, w.value,
+                                      static_dims(p_.buffers[k.in[0]].type.shape),
+                                      static_dims(p_.buffers[k.out[0]].type.shape));
+          wp.assign(cp.begin(), cp.end());
+        }
+      }
       packed_.push_back(std::move(wp));
+      conv_epi_.push_back(k.kind == KernelKind::Library ? cpu::conv_epi_prepare(k, p_) : nullptr);
       std::string label = k.label();  // fused forms made by fuse_cpu_lir get their own profile rows
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
@@ -132,6 +145,8 @@ class CpuExecutable : public Executable {
         cpu::fused_kernel(kr.body, in, out[0]);
       } else if (!single_[k].nodes.empty()) {
         cpu::fused_kernel(single_[k], in, out[0]);
+      } else if (kr.kind == KernelKind::Library && kr.op == OpKind::Conv) {
+        cpu::conv_packed(nodes_[k], in, out, packed_[k].empty() ? nullptr : packed_[k].data(), conv_epi_[k].get());
       } else if (!packed_[k].empty() && cpu::linear_fast(nodes_[k], in, out, packed_[k].data())) {
       } else {
         cpu::KernelFn fn = cpu::find_kernel(kr.op, in.empty() ? out[0].dtype() : in[0].dtype());
@@ -230,7 +245,8 @@ class CpuExecutable : public Executable {
   std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
   std::unique_ptr<cpu::JitProgram> jit_;  // [issue 3 cpujit]
   std::vector<std::string> labels_;
-  std::vector<PackedWeight> packed_;  // per kernel: the packed constant Linear weight, or empty
+  std::vector<PackedWeight> packed_;  // per kernel: the packed constant Linear or conv weight, or empty
+  std::vector<std::shared_ptr<const cpu::ConvEpiPlan>> conv_epi_;  // per kernel: a fused conv epilogue, or null
   bool prepared_ = false;
   std::mutex run_mutex_;
   std::vector<Tensor> bufs_;

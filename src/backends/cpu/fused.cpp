@@ -15,6 +15,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/simd_avx2.h"
 #include "backends/cpu/train_kernels.h"  // [issue 6 losshead] rows_kernel, reduce_rows_f32
 #include "rlx/reference.h"
 #include "backends/cpu/vmath.h"
@@ -56,7 +57,7 @@ bool float_op(OpKind k) {
   switch (k) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Sqrt: case OpKind::Rsqrt:
-    case OpKind::Tanh: case OpKind::Erf: case OpKind::Logistic: case OpKind::Log:
+    case OpKind::Tanh: case OpKind::Erf: case OpKind::Logistic: case OpKind::Log: case OpKind::Pow:
       return true;
     default: return false;
   }
@@ -65,6 +66,52 @@ bool float_op(OpKind k) {
 bool compare_op(OpKind k) {
   return k == OpKind::Eq || k == OpKind::Ne || k == OpKind::Lt || k == OpKind::Le || k == OpKind::Gt || k == OpKind::Ge;
 }
+
+#if defined(RLX_SIMD_AVX2)
+// a^b = e^(b ln a) on 8 lanes for positive normal finite a, finite b and |b ln a| <= 1 (LRN's
+// x^beta, x in [1, 2)); chunks with any other lane take std::pow. ln a = e ln2 + ln m, m in
+// [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172, by its odd series to
+// s^9 (3e-9 relative).
+RLX_AVX2_FN void pow_avx2(const float* a, const float* b, float* y, int64_t n) {
+  const __m256 tiny = _mm256_set1_ps(1.17549435e-38f), inf = _mm256_set1_ps(__builtin_inff());
+  const __m256 one = _mm256_set1_ps(1.f), sqrt2 = _mm256_set1_ps(1.41421356f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(a + i), e = _mm256_loadu_ps(b + i);
+    const __m256 ok = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(x, tiny, _CMP_GE_OQ), _mm256_cmp_ps(x, inf, _CMP_LT_OQ)),
+                                    _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), e), inf, _CMP_LT_OQ));
+    if (_mm256_movemask_ps(ok) != 0xFF) {
+      for (int64_t j = i; j < i + 8; ++j) y[j] = std::pow(a[j], b[j]);
+      continue;
+    }
+    const __m256i xi = _mm256_castps_si256(x);
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(xi, _mm256_set1_epi32(0x007FFFFF)),
+                                                   _mm256_set1_epi32(0x3F800000)));
+    __m256 ex = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(xi, 23), _mm256_set1_epi32(127)));
+    const __m256 big = _mm256_cmp_ps(m, sqrt2, _CMP_GT_OQ);
+    m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
+    ex = _mm256_add_ps(ex, _mm256_and_ps(big, one));
+    const __m256 sv = _mm256_div_ps(_mm256_sub_ps(m, one), _mm256_add_ps(m, one)), s2 = _mm256_mul_ps(sv, sv);
+    __m256 p = _mm256_set1_ps(1.f / 9.f);
+    p = _mm256_fmadd_ps(p, s2, _mm256_set1_ps(1.f / 7.f));
+    p = _mm256_fmadd_ps(p, s2, _mm256_set1_ps(1.f / 5.f));
+    p = _mm256_fmadd_ps(p, s2, _mm256_set1_ps(1.f / 3.f));
+    const __m256 s2x = _mm256_add_ps(sv, sv);
+    const __m256 lnm = _mm256_fmadd_ps(_mm256_mul_ps(s2x, s2), p, s2x);
+    // e ln2 in two parts (the high part has 10 bits, so e * hi is exact).
+    const __m256 ln = _mm256_add_ps(_mm256_fmadd_ps(ex, _mm256_set1_ps(-2.12194440e-4f), lnm),
+                                    _mm256_mul_ps(ex, _mm256_set1_ps(0.693359375f)));
+    const __m256 t = _mm256_mul_ps(e, ln);
+    // |b ln a| <= 1 keeps the float rounding of b ln a within an ulp of the result; else std::pow.
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), t), one, _CMP_LE_OQ)) != 0xFF) {
+      for (int64_t j = i; j < i + 8; ++j) y[j] = std::pow(a[j], b[j]);
+      continue;
+    }
+    _mm256_storeu_ps(y + i, simd::exp8(t));
+  }
+  for (; i < n; ++i) y[i] = std::pow(a[i], b[i]);
+}
+#endif
 
 RLX_SIMD void run_float(OpKind op, const float* a, const float* b, float* y, int64_t n) {
   switch (op) {
@@ -84,6 +131,7 @@ RLX_SIMD void run_float(OpKind op, const float* a, const float* b, float* y, int
     case OpKind::Erf: for (int64_t i = 0; i < n; ++i) y[i] = vm::erf(a[i]); break;
     case OpKind::Logistic: for (int64_t i = 0; i < n; ++i) y[i] = vm::logistic(a[i]); break;
     case OpKind::Log: for (int64_t i = 0; i < n; ++i) y[i] = std::log(a[i]); break;
+    case OpKind::Pow: for (int64_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]); break;  // LRN's x^beta
     default: break;
   }
 }
@@ -199,6 +247,10 @@ void load_operand(const Operand& o, const std::vector<int64_t>& os, int64_t star
 
 void exec_step(const Step& st, void* const* ptr, void* y, int64_t n) {
   if (float_op(st.op)) {
+#if defined(RLX_SIMD_AVX2)
+    if (st.op == OpKind::Pow && simd::cpu_has_avx2_fma())
+      return pow_avx2(static_cast<const float*>(ptr[st.a]), static_cast<const float*>(ptr[st.b]), static_cast<float*>(y), n);
+#endif
     run_float(st.op, static_cast<const float*>(ptr[st.a]), st.b >= 0 ? static_cast<const float*>(ptr[st.b]) : nullptr,
               static_cast<float*>(y), n);
     return;

@@ -658,8 +658,8 @@ void pack_b(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, flo
 }
 
 void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
-                        int64_t ldc, const GemmEpi* epi, bool accumulate) {
-  gemm_serial(kernels(), M, N, K, A, lda, false, Bp, C, ldc, epi, accumulate);
+                        int64_t ldc, const GemmEpi* epi, bool accumulate, bool trans_a) {
+  gemm_serial(kernels(), M, N, K, A, lda, trans_a, Bp, C, ldc, epi, accumulate);
 }
 
 void gemm_packed_with(CpuIsa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,

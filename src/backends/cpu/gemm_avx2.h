@@ -45,9 +45,10 @@ int64_t packed_b_size(int64_t K, int64_t N);
 // Packs op(B)[K,N] into panels: trans_b means B is stored [N,K] (a Linear weight), else [K,N].
 void pack_b(bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, float* dst);
 // C[M,N] (row stride ldc) = A[M,K] (row stride lda) · Bp, then the epilogue (may be null).
-// `accumulate` adds to C instead of overwriting. Serial: runs on the calling thread.
+// `accumulate` adds to C instead of overwriting. Serial: runs on the calling thread. With trans_a, A
+// is stored [K,M] (row stride lda), e.g. an im2col buffer of a convolution with few output pixels.
 void gemm_packed_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
-                        int64_t ldc, const GemmEpi* epi, bool accumulate = false);
+                        int64_t ldc, const GemmEpi* epi, bool accumulate = false, bool trans_a = false);
 // The same, split over the pool (rows when there are enough, else 16-column panels).
 void gemm_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
                  int64_t ldc, const GemmEpi* epi);

@@ -19,8 +19,13 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Attention: return &attention;
     case OpKind::Gather: return dt == DType::f32 ? &gather : nullptr;
     case OpKind::Transpose: return &transpose;
+    case OpKind::Concatenate: return &concatenate;
+    case OpKind::Slice: return &slice;
+    case OpKind::Pad: return &pad;
     case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // issue 5 (dequant_matmul.cpp)
     case OpKind::Dequantize: return &dequantize;                                      // issue 5
+    case OpKind::Conv: return dt == DType::f32 ? &conv : nullptr;                      // conv.cpp
+    case OpKind::ReduceWindow: return dt == DType::f32 ? &reduce_window : nullptr;     // pool.cpp
     default: return find_train_kernel(op, dt);  // issue 6: reductions, broadcast, argmax (train_kernels.cpp)
   }
 }

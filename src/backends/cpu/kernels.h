@@ -41,6 +41,14 @@ void layer_norm(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
 void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void gather(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void transpose(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void concatenate(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void slice(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void pad(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+// f32 convolution (1-D/2-D; im2col + packed GEMM, or direct for one input channel per group) and
+// pooling windows over the last two dims: conv.cpp, pool.cpp. Other cases run the generic kernel.
+void conv(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
 // cpu-only schedule rewrites (merged QKV, GEMM epilogues, fused LayerNorm): fuse_lir.cpp.
 void fuse_cpu_lir(LirProgram& p);

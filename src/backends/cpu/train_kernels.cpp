@@ -178,14 +178,60 @@ RLX_SIMD void fold_columns(Red k, const float* x, int64_t R, int64_t I, float* y
   }
 }
 
+void reduce_block(Red k, const float* X, int64_t O, int64_t R, int64_t I, float* Y);
+
+// Axes in several runs (a conv's bias gradient: axes 0, 2, 3 of [N, C, H, W]): one pass per run of
+// adjacent axes, the last run first, through per-thread scratch. False for other cases.
+bool reduce_runs(Red k, const float* X, const std::vector<int64_t>& shape, const std::vector<int64_t>& axes_in, float* Y) {
+  const int64_t r = static_cast<int64_t>(shape.size());
+  thread_local std::vector<int64_t> axes, dims;  // reused: a warm run allocates nothing
+  axes.assign(axes_in.begin(), axes_in.end());
+  dims.assign(shape.begin(), shape.end());
+  for (auto& a : axes) {
+    if (a < 0) a += r;
+    if (a < 0 || a >= r) return false;
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  for (auto d : dims)
+    if (d == 0) return false;
+  thread_local std::vector<float> buf[2];
+  const float* cur = X;
+  for (int pass = 0; !axes.empty(); ++pass) {
+    size_t b = axes.size() - 1;
+    while (b > 0 && axes[b - 1] + 1 == axes[b]) --b;  // [axes[b], axes.back()] is the last run
+    int64_t O = 1, R = 1, I = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d)
+      (d < axes[b] ? O : d <= axes.back() ? R : I) *= dims[d];
+    float* dst = Y;
+    if (b > 0) {
+      std::vector<float>& t = buf[pass % 2];
+      if (t.size() < static_cast<size_t>(O * I)) t.resize(static_cast<size_t>(O * I));
+      dst = t.data();
+    }
+    reduce_block(k, cur, O, R, I, dst);
+    dims.erase(dims.begin() + axes[b], dims.begin() + axes.back() + 1);
+    axes.resize(b);
+    cur = dst;
+  }
+  return true;
+}
+
 void reduce_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   int64_t O, R, I;
-  if (in[0].dtype() != DType::f32 || out[0].dtype() != DType::f32 ||
-      !split3(in[0].shape(), attr_ints(n, "axes"), &O, &R, &I) || R == 0)
-    return generic_kernel(n, in, out);
+  if (in[0].dtype() != DType::f32 || out[0].dtype() != DType::f32) return generic_kernel(n, in, out);
   Red k = n.op == OpKind::ReduceSum ? Red::Sum : n.op == OpKind::ReduceMax ? Red::Max : Red::Min;
   const float* X = in[0].data<float>();
   float* Y = out[0].data<float>();
+  if (!split3(in[0].shape(), attr_ints(n, "axes"), &O, &R, &I) || R == 0) {
+    if (!reduce_runs(k, X, in[0].shape(), attr_ints(n, "axes"), Y)) generic_kernel(n, in, out);
+    return;
+  }
+  reduce_block(k, X, O, R, I, Y);
+}
+
+// Y[o, i] = (+) over r of X[o, r, i].
+void reduce_block(Red k, const float* X, int64_t O, int64_t R, int64_t I, float* Y) {
   if (I == 1) {
     // >= 128K elements per chunk: a bias gradient at batch 128 ([128, 512]) is ~10 us of adds, less
     // than waking a second thread costs on a busy machine.

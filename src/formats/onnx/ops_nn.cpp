@@ -232,6 +232,17 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   r["MatMul"] = [](Ctx& c) { c.set_output(0, c.op1(OpKind::MatMul, {c.in(0), c.in(1)})); };
   r["Gemm"] = [](Ctx& c) {
     V a = c.in(0), b = c.in(1);
+    // A·Bᵀ (+ bias [N]) is a Linear layer: B is already [out, in], so no transpose runs, and the
+    // cpu device packs a constant B once.
+    const bool lin = c.attr_i("transB", 0) && !c.attr_i("transA", 0) && c.attr_f("alpha", 1.0) == 1.0 &&
+                     is_float(c.dtype(a)) && c.dtype(b) == c.dtype(a) && c.rank(a) == 2 && c.rank(b) == 2 &&
+                     (!c.has_input(2) || (c.attr_f("beta", 1.0) == 1.0 && c.rank(c.in(2)) == 1 &&
+                                          c.dtype(c.in(2)) == c.dtype(a) && c.shape(c.in(2))[0] == c.shape(b)[0]));
+    if (lin) {
+      std::vector<V> ins{a, b};
+      if (c.has_input(2)) ins.push_back(c.in(2));
+      return c.set_output(0, c.op1(OpKind::Linear, ins));
+    }
     if (c.attr_i("transA", 0)) a = c.transpose(a, {1, 0});
     if (c.attr_i("transB", 0)) b = c.transpose(b, {1, 0});
     V y = c.op1(OpKind::MatMul, {a, b});
