@@ -180,6 +180,15 @@ def percentiles(times: list[float]) -> tuple[float, float]:
 
 
 def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM, which starts afresh at exec; ru_maxrss would carry
+    the parent's high-water mark into the child)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return float(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -307,6 +316,8 @@ def main():
                 details.append({"workload": name, "batch": batch, "skipped": "a system failed (see stderr)"})
                 continue
             agree = agreement(res["rlx"]["outputs"], res["onnxruntime"]["outputs"], res["onnxruntime"]["output_names"])
+            for system in res:
+                res[system].pop("outputs")
             worst = max(a["max_rel_err"] for a in agree.values())
             p = {}
             for system in ("rlx", "onnxruntime"):

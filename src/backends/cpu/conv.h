@@ -47,6 +47,8 @@ struct Phases {
 Phases phases_of(const Geom& g);
 // Plane x (H x W) padded with `pad` and split into sh * sw * plane floats at ph.
 void split(const Geom& g, const Phases& p, const float* x, float* ph, float pad);
+// Even and odd elements of s[0, n) (conv_direct.cpp).
+void deinterleave2(const float* s, int64_t n, float* even, float* odd);
 // The direct plan (groups with one input channel): conv_direct.cpp.
 void run_direct(const Geom& g, const float* x, const float* w, float* y, const ChannelEpi* epi);
 

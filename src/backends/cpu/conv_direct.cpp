@@ -75,6 +75,13 @@ void fill(float* p, int64_t n, float v) {
 
 }  // namespace
 
+void deinterleave2(const float* s, int64_t n, float* even, float* odd) {
+#if defined(RLX_SIMD_AVX2)
+  if (simd::cpu_has_avx2()) return deinterleave2_avx2(s, n, even, odd);
+#endif
+  for (int64_t i = 0; i < n; ++i) (i % 2 ? odd : even)[i / 2] = s[i];
+}
+
 void split(const Geom& g, const Phases& p, const float* x, float* ph, float pad) {
   const int64_t total = g.sh * g.sw * p.plane;
   if (pad == 0.f) {

@@ -154,7 +154,9 @@ void pool_rows(const Win& w, const float* x, float* y, float* row, float* ph, fl
     if (o_lo >= o_hi) continue;
     // Interior output ow reads row[ow * sw - pw + j]; in phase form ph[q_j][ow + base_j].
     const int64_t first = o_lo * sw - w.pw;
-    if (sw > 1) {
+    if (sw == 2) {
+      conv_detail::deinterleave2(row, w.W, ph, ph + ws);
+    } else if (sw > 1) {
       for (int64_t q = 0; q < sw; ++q)
         for (int64_t c = 0; c * sw + q < w.W; ++c) ph[q * ws + c] = row[c * sw + q];
     }
