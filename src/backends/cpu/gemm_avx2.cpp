@@ -303,26 +303,6 @@ __attribute__((target("avx2,fma"))) void pack_panel_colsum_avx2(const float* B, 
   _mm256_storeu_ps(cs + 8, s1);
 }
 
-__attribute__((target("avx2,fma"))) inline void transpose8(const float* s, int64_t ls, float* d, int64_t ld) {
-  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
-  __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
-  __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
-  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
-  __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(d + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(d + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(d + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
 #endif
 
 template <bool PA>
@@ -608,8 +588,8 @@ void pack_b_panels(bool avx2, bool trans_b, const float* B, int64_t ldb, int64_t
 #if defined(RLX_GEMM_X86)
     if (avx2 && nr == kNr)  // 8 x 8 blocks: B rows j (stride ldb) become panel rows k (stride 16)
       for (; k + 8 <= K; k += 8) {
-        transpose8(B + j0 * ldb + k, ldb, d + k * kNr, kNr);
-        transpose8(B + (j0 + 8) * ldb + k, ldb, d + k * kNr + 8, kNr);
+        simd::transpose8x8(B + j0 * ldb + k, ldb, d + k * kNr, kNr);
+        simd::transpose8x8(B + (j0 + 8) * ldb + k, ldb, d + k * kNr + 8, kNr);
       }
 #endif
     for (; k < K; ++k) {

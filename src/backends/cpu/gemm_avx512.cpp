@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backends/cpu/gemm_avx2_internal.h"
+#include "backends/cpu/simd_avx2.h"
 #include "backends/cpu/simd_avx512.h"
 
 #if defined(RLX_GEMM_X86)
@@ -114,28 +115,7 @@ RLX_AVX512_FN void k16(int64_t kc, const float* A, int64_t lda, const float* B, 
   ukernel_avx512<MR, 1, PA>(kc, A, lda, B, 0, C, ldc, nr, acc, epi, col, res, ldr, msk);
 }
 
-// 8 x 8 and 4 x 4 transposes: rows s[i * ls] to rows d[j * ld].
-RLX_AVX512_FN inline void transpose8x8(const float* s, int64_t ls, float* d, int64_t ld) {
-  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
-  __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
-  __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
-  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
-  __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(d + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(d + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(d + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
+// 4 x 4 transposes: rows s[i * ls] to rows d[j * ld] (8 x 8: simd::transpose8x8).
 RLX_AVX512_FN inline void transpose4x4(const float* s, int64_t ls, float* d, int64_t ld) {
   __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + ls), r2 = _mm_loadu_ps(s + 2 * ls),
          r3 = _mm_loadu_ps(s + 3 * ls);
@@ -153,7 +133,7 @@ RLX_AVX512_FN void pack_a_rows(const float* A, int64_t lda, int64_t kc, float* d
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     int r = 0;
-    for (; r + 8 <= MR; r += 8) transpose8x8(A + r * lda + k, lda, d + k * MR + r, MR);
+    for (; r + 8 <= MR; r += 8) simd::transpose8x8(A + r * lda + k, lda, d + k * MR + r, MR);
     for (; r + 4 <= MR; r += 4) {
       transpose4x4(A + r * lda + k, lda, d + k * MR + r, MR);
       transpose4x4(A + r * lda + k + 4, lda, d + (k + 4) * MR + r, MR);
