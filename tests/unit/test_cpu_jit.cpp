@@ -1,4 +1,4 @@
-// [issue 3 cpujit] The cpu JIT (src/backends/cpu/jit.cpp, src/codegen/cpp.cpp): generated C++
+// The cpu JIT (src/backends/cpu/jit.cpp, src/codegen/cpp.cpp): generated C++
 // against the evaluator (fused.cpp) on fused bodies with broadcasts, mixed dtypes and threads;
 // the disk cache (a second compile of the same model never runs the compiler); and the fallback
 // when the compiler is missing or broken (results still right, the summary says so).
@@ -364,7 +364,7 @@ struct ChainRun {
 ChainRun run_chain(const char* jit_mode) {
   ScopedEnv env_cpu_jit("RLX_CPU_JIT", jit_mode);
   ScopedEnv env_profile("RLX_PROFILE", "1");
-  ScopedEnv env_cpu_rows("RLX_CPU_ROWS", "0");  // [issue 6 losshead] else the whole chain is one row kernel (no JIT)
+  ScopedEnv env_cpu_rows("RLX_CPU_ROWS", "0");  // else the whole chain is one row kernel (no JIT)
   CompileOptions co;
   co.device = "cpu";
   CompiledModel m(rlx_test::chain_model(16), co);  // fused tails: several generated kernels

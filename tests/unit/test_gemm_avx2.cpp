@@ -195,7 +195,7 @@ TEST_P(GemmF32, AlphaResidualAndReluKeepsNaN) {
       }
 }
 
-// [issue 6 cpugemm] The narrow path (N <= 12: the outer-product kernel for a transposed A, the
+// The narrow path (N <= 12: the outer-product kernel for a transposed A, the
 // dot-product kernel for K >= 256) and the in-register ReLU-mask epilogue (GemmEpi::mask), against a
 // float64 loop with the whole epilogue: alpha, beta, bias, residual, ReLU, mask, rows_done. Sizes
 // cover the 8-row and 2-row tiles' tails, K tails of the dot kernel (K % 8 != 0), 1..12 columns and
@@ -261,7 +261,7 @@ TEST_P(GemmF32, NarrowAndMaskEpilogue) {
   }
 }
 
-// [issue 6 cpugemm] The mask keeps a NaN of C where the mask is positive and gives 0 where it is not
+// The mask keeps a NaN of C where the mask is positive and gives 0 where it is not
 // (also for a NaN mask), on the 6x16 path and on the narrow path.
 TEST_P(GemmF32, MaskEpilogueNaN) {
   for (int64_t N : {5, 32}) {
@@ -282,7 +282,7 @@ TEST_P(GemmF32, MaskEpilogueNaN) {
   }
 }
 
-// [issue 6 biasgrad] GemmEpi::colsum: with op(B) = B [K,N] (not transposed), gemm_f32 also writes
+// GemmEpi::colsum: with op(B) = B [K,N] (not transposed), gemm_f32 also writes
 // colsum[j] = B[0][j] + B[1][j] + ... (rows in order, unscaled by alpha) while it packs B: bitwise that
 // sequential float fold, within K ulps-ish of the float64 sum, and C is bitwise the same as without it.
 // Covers the narrow path (N <= 12), partial 16-column panels, strided B, serial and pooled packing

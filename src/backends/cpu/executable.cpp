@@ -7,16 +7,16 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <new>  // [issue 3 minilm] aligned operator new
+#include <new>  // aligned operator new
 #include <sstream>
 
-#include <time.h>  // [issue 3 minilm] clock_gettime for RLX_PROFILE=cpu
+#include <time.h>  // clock_gettime for RLX_PROFILE=cpu
 
 #include "backends/cpu/conv.h"
 #include "backends/cpu/gemm_avx2.h"
-#include "backends/cpu/jit.h"  // [issue 3 cpujit]
+#include "backends/cpu/jit.h"
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/train_kernels.h"  // [issue 6 trainperf]
+#include "backends/cpu/train_kernels.h"
 #include "runtime/backend.h"
 #include "runtime/env.h"
 
@@ -24,7 +24,7 @@ namespace rlx {
 
 namespace {
 
-// [issue 3 minilm] 64-byte aligned storage for packed weights: a 16-float panel row is then one
+// 64-byte aligned storage for packed weights: a 16-float panel row is then one
 // cache line (std::vector's 16-byte alignment split every row over two; ~1-2% on MiniLM).
 template <class T>
 struct CacheAligned {
@@ -43,18 +43,18 @@ class CpuExecutable : public Executable {
  public:
   explicit CpuExecutable(const LirProgram& p) : p_(p) {
     profile_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "1";
-    // [issue 3 minilm] RLX_PROFILE=cpu: per-kernel process CPU time (all threads), for a loaded machine.
+    // RLX_PROFILE=cpu: per-kernel process CPU time (all threads), for a loaded machine.
     profile_cpu_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "cpu";
     profile_ = profile_ || profile_cpu_;
     if (env_on("RLX_CPU_FUSE", true)) {
       cpu::fuse_cpu_lir(p_);
-      cpu::fuse_train_lir(p_);  // [issue 6 trainperf] bias/ReLU/ReLU-mask/SGD into GEMM epilogues
+      cpu::fuse_train_lir(p_);  // bias/ReLU/ReLU-mask/SGD into GEMM epilogues
       cpu::fuse_conv_lir(p_);   // per-channel affine (bias, BatchNorm), residual, ReLU into the conv
     }
     arena_ = Tensor(DType::u8, {std::max<int64_t>(p_.arena_bytes, 1)});
     for (auto& k : p_.kernels) {
       // Constant f32 Linear weights: packed once for the GEMM (cpu::linear_fast).
-      PackedWeight wp;  // [issue 3 minilm] 64-byte aligned
+      PackedWeight wp;  // 64-byte aligned
       if (k.kind == KernelKind::Library && k.op == OpKind::Linear && cpu::fast_gemm_available() && k.in.size() >= 2) {
         const LirBuffer& w = p_.buffers[k.in[1]];
         if (w.kind == BufferKind::Const && w.type.dtype == DType::f32 && w.value.rank() == 2) {
@@ -79,8 +79,8 @@ class CpuExecutable : public Executable {
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
-      if (k.attrs.count("cpu_epi")) (label += "+") += attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");  // [issue 6 trainperf]
-      if (k.attrs.count("cpu_rows") && label.rfind("fused", 0) == 0) label = "rows" + label.substr(5);  // [issue 6 losshead]
+      if (k.attrs.count("cpu_epi")) (label += "+") += attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");
+      if (k.attrs.count("cpu_rows") && label.rfind("fused", 0) == 0) label = "rows" + label.substr(5);
       if (k.op == OpKind::Linear && k.attrs.count("activation")) {
         Node n{k.op, {}, {}, k.attrs, ""};
         if (attr_str(n, "activation") != "none" && !attr_str(n, "activation").empty()) (label += "+") += attr_str(n, "activation");
@@ -88,7 +88,7 @@ class CpuExecutable : public Executable {
       labels_.push_back(label);
       Node n{k.op, {}, {}, k.attrs, k.origin};
       nodes_.push_back(n);
-      // [issue 6 losshead] a row region's plan, built once (rows_kernel runs it every step)
+      // a row region's plan, built once (rows_kernel runs it every step)
       rows_.push_back(k.kind == KernelKind::Generated && k.attrs.count("cpu_rows")
                           ? cpu::rows_prepare(k.body, attr_int(n, "cpu_rows"), attr_int(n, "cpu_cols"))
                           : nullptr);
@@ -104,7 +104,7 @@ class CpuExecutable : public Executable {
       }
       single_.push_back(std::move(body));
     }
-    // [issue 3 cpujit] fused bodies compiled to C++ (jit.h); kernels it does not cover keep the evaluator.
+    // fused bodies compiled to C++ (jit.h); kernels it does not cover keep the evaluator.
     std::vector<const Graph*> bodies(p_.kernels.size(), nullptr);
     for (size_t k = 0; k < p_.kernels.size(); ++k)
       bodies[k] = p_.kernels[k].kind == KernelKind::Generated ? &p_.kernels[k].body
@@ -136,10 +136,10 @@ class CpuExecutable : public Executable {
       std::vector<Tensor>& in = kin_[k];
       std::vector<Tensor>& out = kout_[k];
       auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      const double c0 = profile_cpu_ ? cpu_us() : 0.0;  // [issue 3 minilm]
-      if (jit_->has(k)) {  // [issue 3 cpujit]
+      const double c0 = profile_cpu_ ? cpu_us() : 0.0;
+      if (jit_->has(k)) {
         jit_->run(k, in, out[0]);
-      } else if (kr.kind == KernelKind::Generated && kr.attrs.count("cpu_rows")) {  // [issue 6 losshead] row region
+      } else if (kr.kind == KernelKind::Generated && kr.attrs.count("cpu_rows")) {  // row region
         cpu::rows_kernel(rows_[k].get(), kr.body, attr_int(nodes_[k], "cpu_rows"), attr_int(nodes_[k], "cpu_cols"), in, out);
       } else if (kr.kind == KernelKind::Generated) {
         cpu::fused_kernel(kr.body, in, out[0]);
@@ -153,7 +153,7 @@ class CpuExecutable : public Executable {
         (fn ? fn : &cpu::generic_kernel)(nodes_[k], in, out);
       }
       if (profile_) {
-        double us = profile_cpu_ ? cpu_us() - c0  // [issue 3 minilm]
+        double us = profile_cpu_ ? cpu_us() - c0
                                  : std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
         auto& e = times_[labels_[k]];
         e.first += us;
@@ -161,7 +161,7 @@ class CpuExecutable : public Executable {
       }
     }
     std::vector<Tensor> outs;
-    if (dest_) return outs;  // [issue 6 trainperf] run_into: the caller holds the outputs; allocate nothing
+    if (dest_) return outs;  // run_into: the caller holds the outputs; allocate nothing
     for (int b : p_.outputs) outs.push_back(bufs_[b]);
     for (int b : p_.outputs) bufs_[b] = Tensor();  // drop our references so the caller owns the outputs
     return outs;
@@ -224,8 +224,8 @@ class CpuExecutable : public Executable {
   std::string profile() const override {
     if (!profile_) return "";
     std::ostringstream os;
-    os << "profile (cpu, cumulative over runs" << (profile_cpu_ ? ", process CPU time" : "") << "):\n";  // [issue 3 minilm]
-    os << "  fused kernels: " << jit_->summary() << "\n";  // [issue 3 cpujit]
+    os << "profile (cpu, cumulative over runs" << (profile_cpu_ ? ", process CPU time" : "") << "):\n";
+    os << "  fused kernels: " << jit_->summary() << "\n";
     std::vector<std::pair<double, std::string>> rows;
     for (auto& [k, v] : times_) rows.push_back({v.first, k});
     std::sort(rows.rbegin(), rows.rend());
@@ -243,7 +243,7 @@ class CpuExecutable : public Executable {
   std::vector<Node> nodes_;
   std::vector<std::shared_ptr<const cpu::RowPlan>> rows_;  // per kernel: a row region's plan, else null
   std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
-  std::unique_ptr<cpu::JitProgram> jit_;  // [issue 3 cpujit]
+  std::unique_ptr<cpu::JitProgram> jit_;
   std::vector<std::string> labels_;
   std::vector<PackedWeight> packed_;  // per kernel: the packed constant Linear or conv weight, or empty
   std::vector<std::shared_ptr<const cpu::ConvEpiPlan>> conv_epi_;  // per kernel: a fused conv epilogue, or null
@@ -257,7 +257,7 @@ class CpuExecutable : public Executable {
   };
   std::vector<DynArg> dyn_args_;
   bool profile_ = false;
-  bool profile_cpu_ = false;  // [issue 3 minilm] RLX_PROFILE=cpu
+  bool profile_cpu_ = false;  // RLX_PROFILE=cpu
   static double cpu_us() {   // process CPU time (every thread's), microseconds
     timespec ts{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);

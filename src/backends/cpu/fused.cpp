@@ -6,7 +6,7 @@
 // chunk held in per-thread scratch, so intermediates stay in L1. Bodies with other dtypes or ops
 // fall back to the chunked reference evaluator (generic.cpp). When the cpu JIT (jit.h) compiled a
 // body, the executable runs that instead; this evaluator is what runs without a host compiler.
-// [issue 6 losshead] The same loops also run row regions (rows_kernel, at the end of this file): a
+// The same loops also run row regions (rows_kernel, at the end of this file): a
 // multi-output body with row reductions, argmax and broadcasts over one [R, C] shape, block by block.
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_avx2.h"
-#include "backends/cpu/train_kernels.h"  // [issue 6 losshead] rows_kernel, reduce_rows_f32
+#include "backends/cpu/train_kernels.h"  // rows_kernel, reduce_rows_f32
 #include "rlx/reference.h"
 #include "backends/cpu/vmath.h"
 
@@ -159,7 +159,7 @@ RLX_SIMD void run_convert(const S* a, D* y, int64_t n) {
   if constexpr (std::is_same_v<D, Bool>) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] != S(0);
   } else if constexpr (std::is_same_v<S, Bool>) {
-    // [issue 6 losshead] 0/1 through int32: AVX2 has no uint32 -> float (that loop ran scalar).
+    // 0/1 through int32: AVX2 has no uint32 -> float (that loop ran scalar).
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(static_cast<int32_t>(a[i]));
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(a[i]);
@@ -451,7 +451,7 @@ void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out)
 }
 
 // ---------------------------------------------------------------------------------------------
-// [issue 6 losshead] Row-fused kernels (see train_kernels.h). A body over one [R, C] row shape runs
+// Row-fused kernels (see train_kernels.h). A body over one [R, C] row shape runs
 // on blocks of whole rows. Values are Full ([R, C]), Row ([R] / [R, 1]), Col ([C] / [1, C], inputs
 // only) or Scalar; within a block a Full value is len*C contiguous elements (the block's rows, row
 // major, so Full inputs and outputs are read and written in place) and a Row value len elements.

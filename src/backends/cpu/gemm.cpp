@@ -61,10 +61,10 @@ std::vector<int64_t> norm(std::vector<int64_t> v, int64_t r) {
   return v;
 }
 
-// [issue 6 training] Epilogues fuse_train_lir attaches to a 2-D dot_general (attrs name the input
+// Epilogues fuse_train_lir attaches to a 2-D dot_general (attrs name the input
 // slots): cpu_bias (+ activation relu) for the forward layer, cpu_mask for ReLU's backward
 // (C = mask > 0 ? C : 0), cpu_sgd_w / cpu_sgd_lr for the SGD update (C = W - lr * C).
-// [issue 6 biasgrad] cpu_colsum (an output slot): the bias gradient, column sums of B [K,N].
+// cpu_colsum (an output slot): the bias gradient, column sums of B [K,N].
 struct TrainEpi {
   const float* bias = nullptr;  // [N]
   bool relu = false;            // max(v, 0), NaN kept (as the reference max)
@@ -120,11 +120,11 @@ void train_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
   e.residual = te.sgd_w;
   e.ldr = N;
   e.act = te.relu ? GemmAct::Relu : GemmAct::None;
-  // [issue 6 cpugemm] the mask is applied on each tile in registers (GemmEpi::mask), not as a pass
+  // the mask is applied on each tile in registers (GemmEpi::mask), not as a pass
   // over finished rows.
   e.mask = te.mask;
   e.ldm = N;
-  e.colsum = tb ? nullptr : te.colsum;  // [issue 6 biasgrad] taken while B is packed
+  e.colsum = tb ? nullptr : te.colsum;  // taken while B is packed
   MaskCtx mc{te.mask, C, N};
   const float alpha = te.sgd_w ? -te.lr : 1.f;
   if (fast_gemm_available()) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, N, 0.f, true, &e, alpha);

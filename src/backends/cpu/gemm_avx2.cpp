@@ -6,7 +6,7 @@
 // With few rows or few 16-column panels (little reuse), A is read in place instead.
 // CPUs without AVX2/FMA run the same loop nest with a portable micro-kernel, AVX-512 hosts with the
 // 12x32 tiles of gemm_avx512.cpp (GemmKernels: the family and its blocking, chosen by cpu_isa()).
-// [issue 6 cpugemm] gemm_f32 with N <= 12 (a classifier layer) takes the narrow kernels instead
+// gemm_f32 with N <= 12 (a classifier layer) takes the narrow kernels instead
 // (gemm_narrow.cpp); the ReLU-backward mask is an in-register epilogue (GemmEpi::mask).
 #include "backends/cpu/gemm_avx2.h"
 
@@ -39,7 +39,7 @@ constexpr int64_t kMc = 72;  // rows per packed A block: 72 x 768 floats = 216 K
 constexpr int64_t kRowChunkMin = 8;
 
 #if defined(RLX_GEMM_X86)
-// [issue 6 biasgrad] column_sums for 0 < N <= 16 (the classifier's dlogits): two (masked) ymm lanes
+// column_sums for 0 < N <= 16 (the classifier's dlogits): two (masked) ymm lanes
 // per row, each lane still adds its column's rows in order.
 __attribute__((target("avx2,fma"))) void column_sums_narrow_avx2(const float* B, int64_t ldb, int64_t K, int64_t N,
                                                                   float* colsum) {
@@ -60,7 +60,7 @@ __attribute__((target("avx2,fma"))) void column_sums_narrow_avx2(const float* B,
 
 namespace gemm_detail {
 
-// [issue 6 biasgrad] colsum[j] = B[0][j] + B[1][j] + ... (rows in order) for j in [0, N), B [K, N].
+// colsum[j] = B[0][j] + B[1][j] + ... (rows in order) for j in [0, N), B [K, N].
 void column_sums(const float* B, int64_t ldb, int64_t K, int64_t N, float* colsum) {
   if (K <= 0) {
     std::fill(colsum, colsum + N, 0.f);
@@ -159,7 +159,7 @@ __attribute__((target("avx2,fma"))) inline __m256 gelu8(__m256 v) {
   return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(_mm256_set1_ps(1.f), erf));
 }
 
-// [issue 6 cpugemm] The epilogue of one 16-wide row of a finished tile, in registers: + C (acc), bias,
+// The epilogue of one 16-wide row of a finished tile, in registers: + C (acc), bias,
 // residual, GELU or ReLU (NaN kept), mask (mask > 0 ? v : 0, a NaN mask gives 0). Without `e`, a
 // plain store.
 struct RowEpi {
@@ -236,8 +236,8 @@ __attribute__((target("avx2,fma"))) void ukernel_avx2(int64_t kc, const float* A
   }
   const float* bias = epi && epi->bias ? epi->bias + col : nullptr;
   const bool gelu = epi && epi->act == GemmAct::Gelu;
-  const bool relu = epi && epi->act == GemmAct::Relu;  // [issue 6 cpugemm] in registers
-  // [issue 6 cpugemm] Each row leaves straight from its named accumulators (no array, which made GCC
+  const bool relu = epi && epi->act == GemmAct::Relu;  // in registers
+  // Each row leaves straight from its named accumulators (no array, which made GCC
   // spill all 12 to the stack first: 10% of a K = 10 tile's time); with no epilogue a plain store.
   if (!acc && !epi) {
     finish_row(C, c00, c01);
@@ -285,7 +285,7 @@ __attribute__((target("avx2,fma"))) void pack_a_panel6_avx(const float* A, int64
 }
 
 // 8 x 8 transpose: rows s[i * ls], 8 floats each, to d[j * ld] (used to pack a transposed B).
-// [issue 6 biasgrad] One full 16-column panel of B [K, 16] (row stride ldb) copied to d (stride 16) while
+// One full 16-column panel of B [K, 16] (row stride ldb) copied to d (stride 16) while
 // its column sums are kept in two registers: cs[j] = B[0][j] + B[1][j] + ... (rows in order).
 __attribute__((target("avx2,fma"))) void pack_panel_colsum_avx2(const float* B, int64_t ldb, int64_t K, float* d,
                                                                  float* cs) {
@@ -448,7 +448,7 @@ void gemm_serial(const GemmKernels& ks, int64_t M, int64_t N, int64_t K, const f
 
 // Packs panels [p0, p1) of op(B) (16 columns each), times alpha, into dst (the whole packed buffer),
 // with the AVX2 transposes when `avx2`.
-// [issue 6 biasgrad] colsum (only with !trans_b): the panels' column sums of B, rows in order.
+// colsum (only with !trans_b): the panels' column sums of B, rows in order.
 void pack_b_panels(bool avx2, bool trans_b, const float* B, int64_t ldb, int64_t K, int64_t N, int64_t p0, int64_t p1,
                    float* dst, float alpha = 1.f, float* colsum = nullptr);
 
@@ -462,7 +462,7 @@ void gemm_parallel(const GemmKernels& ks, int64_t M, int64_t N, int64_t K, const
   const int64_t panels = (N + kNr - 1) / kNr;
   const double flops = 2.0 * M * N * K;
   const int64_t pm = ks.mr, micro_rows = (M + pm - 1) / pm;
-  float* colsum = epi && !trans_b ? epi->colsum : nullptr;  // [issue 6 biasgrad]
+  float* colsum = epi && !trans_b ? epi->colsum : nullptr;
   auto pack_all = [&](bool par) {
     if (Bp) return;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(K * kNr, 1));
@@ -556,12 +556,12 @@ void pack_b_panels(bool avx2, bool trans_b, const float* B, int64_t ldb, int64_t
     const int64_t j0 = p * kNr, nr = std::min(kNr, N - j0);
     float* d = dst + j0 * K;  // panel p starts at p * K * 16 floats
 #if defined(RLX_GEMM_X86)
-    if (!trans_b && colsum && nr == kNr && K > 0 && avx2) {  // [issue 6 biasgrad] copy + column sums, 2 ymm
+    if (!trans_b && colsum && nr == kNr && K > 0 && avx2) {  // copy + column sums, 2 ymm
       pack_panel_colsum_avx2(B + j0, ldb, K, d, colsum + j0);
       continue;
     }
 #endif
-    if (!trans_b && colsum && nr == kNr && K > 0) {  // [issue 6 biasgrad] copy + column sums in one read
+    if (!trans_b && colsum && nr == kNr && K > 0) {  // copy + column sums in one read
       float acc[kNr];
       const float* b0 = B + j0;
       for (int64_t j = 0; j < kNr; ++j) d[j] = acc[j] = b0[j];
@@ -660,7 +660,7 @@ void gemm_f32_on(const GemmKernels& ks, bool trans_a, bool trans_b, int64_t M, i
                  int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float beta, bool parallel,
                  const GemmEpi* epi, float alpha) {
   if (M <= 0 || N <= 0) {
-    if (N > 0 && epi && epi->colsum && !trans_b) column_sums(B, ldb, K, N, epi->colsum);  // [issue 6 biasgrad]
+    if (N > 0 && epi && epi->colsum && !trans_b) column_sums(B, ldb, K, N, epi->colsum);
     return;
   }
   if (beta != 0.f && beta != 1.f)

@@ -20,7 +20,7 @@ struct GemmEpi {
   const float* residual = nullptr;  // [M,N] with row stride ldr, added after the bias
   int64_t ldr = 0;
   GemmAct act = GemmAct::None;      // applied after bias and residual
-  // [issue 6 cpugemm] ReLU's backward: C = mask > 0 ? C : 0 (mask [M,N], row stride ldm), applied
+  // ReLU's backward: C = mask > 0 ? C : 0 (mask [M,N], row stride ldm), applied
   // last, on the tile in registers (a NaN in C is kept where mask > 0; a NaN mask gives 0).
   const float* mask = nullptr;
   int64_t ldm = 0;
@@ -30,7 +30,7 @@ struct GemmEpi {
   void (*rows_done)(void* ctx, int64_t r0, int64_t r1) = nullptr;
   void* ctx = nullptr;
   int64_t row_base = 0;
-  // [issue 6 biasgrad] gemm_f32 only, op(B) not transposed (B stored [K,N]): colsum[j] = sum over k of
+  // gemm_f32 only, op(B) not transposed (B stored [K,N]): colsum[j] = sum over k of
   // B[k][j] (unscaled by alpha), rows added in order (B[0][j] + B[1][j] + ...: the bits of the reduce_sum
   // kernel's column fold). Taken while B is packed, so the bias gradient costs no extra pass over dH.
   float* colsum = nullptr;

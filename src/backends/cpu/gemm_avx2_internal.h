@@ -18,7 +18,7 @@ namespace rlx::cpu::gemm_detail {
 // Below this, a GEMM runs on one thread (fork/join costs more than it saves).
 constexpr double kParMinFlops = 2e6;
 
-// [issue 6 biasgrad] colsum[j] = B[0][j] + B[1][j] + ... (rows in order) for j in [0, N), B [K, N].
+// colsum[j] = B[0][j] + B[1][j] + ... (rows in order) for j in [0, N), B [K, N].
 void column_sums(const float* B, int64_t ldb, int64_t K, int64_t N, float* colsum);
 // y[0, n) = act(y[0, n)) in place (Relu keeps NaN).
 RLX_SIMD void apply_act(float* y, int64_t n, GemmAct act);
@@ -54,7 +54,7 @@ const GemmKernels& gemm_kernels(CpuIsa isa);
 // Fills `t` with the AVX-512 tiles and their blocking (gemm_avx512.cpp).
 void fill_avx512_kernels(GemmKernels& t);
 
-// [issue 6 cpugemm] The narrow path (gemm_narrow.cpp) takes op(B) with at most this many columns.
+// The narrow path (gemm_narrow.cpp) takes op(B) with at most this many columns.
 constexpr int64_t kNarrowN = 12;
 // False when RLX_GEMM_NARROW=0 (N <= 12 then runs on the 6x16 path too, for A/B timing).
 bool narrow_enabled();

@@ -1,4 +1,4 @@
-// [issue 6 cpugemm] The narrow path of gemm_f32 (gemm_avx2.h), for narrow op(B); gemm_avx2.cpp has the
+// The narrow path of gemm_f32 (gemm_avx2.h), for narrow op(B); gemm_avx2.cpp has the
 // packed 6x16 path and the dispatch, gemm_avx2_internal.h what the two share.
 // Narrow op(B): N <= 12 columns (a classifier layer, N = 10). The 6x16 tile would
 // leave 6 of 16 lanes idle at N = 10 and pack all of A or B for a few FLOPs per element, so two
@@ -25,7 +25,7 @@
 namespace rlx::cpu::gemm_detail {
 
 #if defined(RLX_GEMM_X86)
-// [issue 6 cpugemm] RLX_GEMM_NARROW=0 sends N <= 12 through the 6x16 path too (for A/B timing).
+// RLX_GEMM_NARROW=0 sends N <= 12 through the 6x16 path too (for A/B timing).
 bool narrow_enabled() {
   static const bool on = env_on("RLX_GEMM_NARROW", true);
   return on;
@@ -213,7 +213,7 @@ void narrow_rows(bool trans_a, bool trans_b, int64_t r0, int64_t r1, int64_t N, 
 void gemm_narrow(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float* C, int64_t ldc, bool acc, bool parallel, const GemmEpi* epi,
                  float alpha, float* bbuf) {
-  if (epi && epi->colsum && !trans_b) column_sums(B, ldb, K, N, epi->colsum);  // [issue 6 biasgrad] N <= 12: cheap
+  if (epi && epi->colsum && !trans_b) column_sums(B, ldb, K, N, epi->colsum);  // N <= 12: cheap
   const float* Bt = B;
   int64_t ldbt = ldb;
   if (!trans_a && !trans_b) {  // op(B) = B [K, N] -> Bt [N, K]

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/train_kernels.h"  // issue 6
+#include "backends/cpu/train_kernels.h"
 #include "rlx/reference.h"
 
 namespace rlx::cpu {
@@ -22,11 +22,11 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Concatenate: return &concatenate;
     case OpKind::Slice: return &slice;
     case OpKind::Pad: return &pad;
-    case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // issue 5 (dequant_matmul.cpp)
-    case OpKind::Dequantize: return &dequantize;                                      // issue 5
+    case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // dequant_matmul.cpp
+    case OpKind::Dequantize: return &dequantize;
     case OpKind::Conv: return dt == DType::f32 ? &conv : nullptr;                      // conv.cpp
     case OpKind::ReduceWindow: return dt == DType::f32 ? &reduce_window : nullptr;     // pool.cpp
-    default: return find_train_kernel(op, dt);  // issue 6: reductions, broadcast, argmax (train_kernels.cpp)
+    default: return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)
   }
 }
 

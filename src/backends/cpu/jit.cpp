@@ -1,4 +1,4 @@
-// [issue 3 cpujit] The cpu JIT: renders every fused body of a compiled model to C++
+// The cpu JIT: renders every fused body of a compiled model to C++
 // (codegen/cpp.cpp), compiles them as one translation unit with the host compiler, dlopens the
 // library and keeps it in a disk cache keyed by source + compiler + flags + CPU (runtime/disk_cache).
 // RLX_CPU_JIT: 0 = off, 1 = always, unset = on when a model's fused kernels write >= kAutoMinElements
@@ -200,7 +200,7 @@ Lib get_lib(const std::string& cxx, const std::string& tu, int nkernels, std::st
     std::string w;
     auto t0 = std::chrono::steady_clock::now();
     if (auto h = open_lib(so, &w)) {
-      cache_touch(so);  // [cleanup: cache cap] a hit: most recently used (RLX_CACHE_MAX_MB eviction)
+      cache_touch(so);  // a hit: most recently used (RLX_CACHE_MAX_MB eviction)
       ++g_disk;
       loaded[hex] = h;
       char b[64];
@@ -229,7 +229,7 @@ Lib get_lib(const std::string& cxx, const std::string& tu, int nkernels, std::st
     std::ifstream lf(log);
     std::string first;
     std::getline(lf, first);
-    // [fixtests] Keep the source and log where the cache eviction never looks (cpu/failed/ is no
+    // Keep the source and log where the cache eviction never looks (cpu/failed/ is no
     // evictable sub-cache), under the key's name: the temporary name would be evicted after an hour.
     std::string kept = cache_dir("cpu/failed") + "/" + hex + ".cpp";
     if (std::rename(src.c_str(), kept.c_str()) == 0) std::rename(log.c_str(), (kept + ".log").c_str());
@@ -248,7 +248,7 @@ Lib get_lib(const std::string& cxx, const std::string& tu, int nkernels, std::st
     return {};
   }
   ++g_compiles;
-  cache_inserted(so);  // [cleanup: cache cap] evicts least recently used entries over RLX_CACHE_MAX_MB
+  cache_inserted(so);  // evicts least recently used entries over RLX_CACHE_MAX_MB
   auto h = open_lib(so, why);
   if (!h) return {};
   loaded[hex] = h;
@@ -276,7 +276,7 @@ JitProgram::JitProgram(const LirProgram& p, const std::vector<const Graph*>& bod
   int candidates = 0;
   int64_t elements = 0;
   for (size_t k = 0; k < bodies.size() && k < p.kernels.size(); ++k)
-    if (bodies[k] && !p.kernels[k].attrs.count("cpu_rows")) {  // [issue 6 losshead] row regions: rows_kernel
+    if (bodies[k] && !p.kernels[k].attrs.count("cpu_rows")) {  // row regions: rows_kernel
       ++candidates;
       for (int o : p.kernels[k].out) elements += numel(p.buffers[o].type.shape);
     }

@@ -1,4 +1,4 @@
-// [issue 3 cpujit] Generated C++ for fused elementwise kernels, compiled with the host compiler at
+// Generated C++ for fused elementwise kernels, compiled with the host compiler at
 // run time (one translation unit per compiled model, -O3 -march=native), loaded with dlopen and
 // cached on disk by a hash of source + compiler + flags + CPU. When no compiler is found, the
 // compile fails or RLX_CPU_JIT=0, kernels run on the evaluator (fused.cpp) instead.

@@ -19,7 +19,7 @@ void generic_kernel(const Node& n, const std::vector<Tensor>& in, std::vector<Te
 // Generated (fused elementwise) kernel over `body`, chunk by chunk.
 // Typed evaluator (fused.cpp); bodies it cannot type fall back to the chunked reference one.
 void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
-// [issue 6 trainperf] The typed evaluator behind fused_kernel (f32/bool/i32/i64 values; f32 math,
+// The typed evaluator behind fused_kernel (f32/bool/i32/i64 values; f32 math,
 // compare, select, convert, logic): returns false, having written nothing, for other bodies.
 bool fused_kernel_typed(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 void fused_kernel_reference(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
@@ -53,7 +53,7 @@ void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
 // cpu-only schedule rewrites (merged QKV, GEMM epilogues, fused LayerNorm): fuse_lir.cpp.
 void fuse_cpu_lir(LirProgram& p);
 
-// issue 5 (GGUF/Qwen3): packed GGML-block weights, dequant_matmul.cpp.
+// GGUF/Qwen3: packed GGML-block weights, dequant_matmul.cpp.
 void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 

@@ -172,7 +172,7 @@ struct AttnArgs {
 constexpr int kStrip = 6;
 
 // e^x of a score minus its row max (x <= 0, -inf for a masked key: exactly 0; NaN stays NaN) and the
-// horizontal max/sum: the shared 8-lane helpers of simd_avx2.h [issue 6 cpugemm].
+// horizontal max/sum: the shared 8-lane helpers of simd_avx2.h .
 RLX_AVX2 inline __m256 exp_nonpos8(__m256 x) { return simd::exp8<true>(x); }
 using simd::hmax8;
 using simd::hsum8;

@@ -1,10 +1,10 @@
-// [issue 6 training] Kernels the training step needs that the inference kernels did not cover:
+// Kernels the training step needs that the inference kernels did not cover:
 // (1) f32 reductions over one contiguous run of axes (bias gradients, softmax sums), argmax/argmin,
 // and broadcast_in_dim for any dtype (everything else keeps the reference-based generic kernel);
 // (2) fuse_train_lir, the schedule rewrite that moves bias/ReLU, ReLU's backward mask and the SGD
 // update into the epilogues of the step's GEMMs (run by train_gemm in gemm.cpp). Fused bodies that
 // mix f32 with bool/i32/i64 run on fused.cpp's one typed evaluator.
-// (3) [issue 6 losshead] fuse_rows_lir: row-wise chains around a last-axis reduction (the loss head)
+// (3) fuse_rows_lir: row-wise chains around a last-axis reduction (the loss head)
 // become one row kernel (fused.cpp rows_kernel); short-row reductions 8 rows per AVX2 vector.
 #include "backends/cpu/train_kernels.h"
 
@@ -23,7 +23,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "backends/cpu/simd_avx2.h"
-#define RLX_ROWS_AVX2 1  // [issue 6 losshead] short rows, 8 per vector
+#define RLX_ROWS_AVX2 1  // short rows, 8 per vector
 #endif
 
 namespace rlx::cpu {
@@ -102,7 +102,7 @@ inline int64_t arg_scan(const float* p, int64_t n, int64_t stride, bool max) {
 }
 
 #ifdef RLX_ROWS_AVX2
-// [issue 6 losshead] Rows shorter than 16 fold left to right (reduce_row's order for n < 16), so 8
+// Rows shorter than 16 fold left to right (reduce_row's order for n < 16), so 8
 // rows at a time in the lanes of one vector, one strided gather per column, give the same bits as
 // reduce_row without its branchy scalar max (a mispredicted branch per new maximum on real data).
 __attribute__((target("avx2"))) int64_t reduce_short_rows_avx2(Red k, const float* x, int64_t rows, int64_t n,
@@ -154,7 +154,7 @@ __attribute__((target("avx2"))) int64_t argreduce_short_rows_avx2(bool max, cons
 
 #endif
 
-// [issue 6 losshead] all rows in one call: the per-row RLX_SIMD dispatch cost more than a 10-wide row.
+// all rows in one call: the per-row RLX_SIMD dispatch cost more than a 10-wide row.
 RLX_SIMD void reduce_rows(Red k, const float* x, int64_t rows, int64_t n, float* y) {
   int64_t r = 0;
 #ifdef RLX_ROWS_AVX2
@@ -240,7 +240,7 @@ void reduce_block(Red k, const float* X, int64_t O, int64_t R, int64_t I, float*
     return;
   }
   // Inner run contiguous: fold whole rows; split the inner run (columns) across threads.
-  // [issue 6 losshead] >= 32K elements (and 16 columns) per chunk: a bias gradient over batch 1024
+  // >= 32K elements (and 16 columns) per chunk: a bias gradient over batch 1024
   // ([1024, 128] -> [128], 0.5 MB read) now splits over both cores; each column keeps its row order.
   // Below 100K elements (batch 128's [128, 512]: ~10 us) one thread: less than a wake-up costs.
   int64_t cgrain = R * I < 100000 ? std::max<int64_t>(I, 1) : std::max<int64_t>(16, 32768 / std::max<int64_t>(R, 1));
@@ -263,7 +263,7 @@ void arg_reduce_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Te
   bool is_max = n.op == OpKind::ArgMax;
   const float* X = x.data<float>();
   int64_t* Y = out[0].data<int64_t>();
-  if (I == 1) return argreduce_rows_f32(is_max, X, O, R, Y);  // [issue 6 losshead] shared with rows_kernel
+  if (I == 1) return argreduce_rows_f32(is_max, X, O, R, Y);  // shared with rows_kernel
   for (int64_t o = 0; o < O; ++o)
     for (int64_t i = 0; i < I; ++i) Y[o * I + i] = arg_scan(X + o * R * I + i, R, I, is_max);
 }
@@ -452,7 +452,7 @@ bool absorb(const LirProgram& p, LirKernel& d, const LirKernel& r, int z) {
   return false;
 }
 
-// [issue 6 biasgrad] reduce_sum(dH, axis 0) where dH [K,N] is also the B operand (contracted over its
+// reduce_sum(dH, axis 0) where dH [K,N] is also the B operand (contracted over its
 // rows) of a 2-D f32 dot_general in the schedule (the weight gradient hᵀ·dH): the GEMM writes the sums
 // as a second output (attr cpu_colsum = its output slot), taken while it packs dH (gemm_f32's
 // GemmEpi::colsum, rows in order: the reduce_sum kernel's bits), and the reduce kernel goes.
@@ -523,7 +523,7 @@ bool fold_bias_grads(LirProgram& p) {
 }  // namespace
 
 void fuse_train_lir(LirProgram& p) {
-  if (!fast_gemm_available()) return fuse_rows_lir(p);  // [issue 6 losshead]
+  if (!fast_gemm_available()) return fuse_rows_lir(p);
   const size_t nb = p.buffers.size();
   std::vector<std::vector<int>> readers(nb);
   std::vector<int> views(nb, 0);
@@ -555,13 +555,13 @@ void fuse_train_lir(LirProgram& p) {
     changed = true;
   }
   if (changed) erase_kernels(p, dead);
-  changed |= fold_bias_grads(p);  // [issue 6 biasgrad]
+  changed |= fold_bias_grads(p);
   if (changed) plan_memory(p);
-  fuse_rows_lir(p);  // [issue 6 losshead]
+  fuse_rows_lir(p);
 }
 
 // ---------------------------------------------------------------------------------------------
-// [issue 6 losshead] Row regions (fuse_rows_lir): see train_kernels.h.
+// Row regions (fuse_rows_lir): see train_kernels.h.
 
 namespace {
 

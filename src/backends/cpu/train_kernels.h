@@ -1,4 +1,4 @@
-// [issue 6 training] Native cpu kernels the training step needs (train_kernels.cpp): f32
+// Native cpu kernels the training step needs (train_kernels.cpp): f32
 // reductions / broadcast_in_dim / argmax, and the schedule rewrite that fuses the step's
 // elementwise tails into GEMM epilogues. Hooks: generic.cpp's find_kernel falls back to
 // find_train_kernel for ops it has no entry for; executable.cpp runs fuse_train_lir. (Fused bodies
@@ -18,13 +18,13 @@ KernelFn find_train_kernel(OpKind op, DType dt);
 // a 2-D f32 dot_general whose only reader is the next elementwise step takes that step into its
 // GEMM epilogue (gemm.cpp, train_gemm): bias add (+ ReLU) after X·W, ReLU's backward mask
 // select(h > 0, dH·Wᵀ, 0), and the plain SGD update W - lr·(Xᵀ·dH) written straight into the
-// new weight. [issue 6 biasgrad] Then a bias gradient reduce_sum(dH, axis 0) whose dH is also the B
+// new weight. Then a bias gradient reduce_sum(dH, axis 0) whose dH is also the B
 // operand of a GEMM contracted over dH's rows (dW = hᵀ·dH) becomes that GEMM's second output (attr
 // cpu_colsum; gemm_f32 sums while packing B, bitwise the reduce kernel's order; RLX_CPU_BIASGRAD=0 off).
 // Re-plans memory when it changed anything. RLX_CPU_FUSE=0 turns it off (with the rest).
 void fuse_train_lir(LirProgram& p);
 
-// [issue 6 losshead] Row-fused kernels. fuse_rows_lir (run by fuse_train_lir; RLX_CPU_ROWS=0 turns it
+// Row-fused kernels. fuse_rows_lir (run by fuse_train_lir; RLX_CPU_ROWS=0 turns it
 // off) gathers the row-wise kernels over one [R, C] shape that follow a reduction over the last axis
 // (softmax, log-softmax, cross-entropy and its backward, argmax accuracy, LayerNorm-style rows) into one
 // generated kernel with attrs cpu_rows = R, cpu_cols = C and a multi-output body of reduce_* / argmax /
