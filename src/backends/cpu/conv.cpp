@@ -17,7 +17,6 @@
 #include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_avx2.h"
-#include "backends/cpu/vmath.h"
 
 namespace rlx::cpu {
 

@@ -5,8 +5,10 @@
 // while each block is in cache, and the region's pass over memory goes. The per-channel scale,
 // shift and residual factor are worked out from the region's inputs on every run, so they may be
 // run-time values.
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <memory>
+#include <string>
 
 #include "backends/cpu/conv.h"
 #include "lir/plan.h"
