@@ -165,6 +165,12 @@ void resize(Ctx& c, bool upsample) {
   }
   std::vector<double> sf(static_cast<size_t>(rk), 1.0);
   std::vector<int64_t> os(d);
+  // An output size from a scale: checked as a double first (a NaN, infinite or huge scale must not
+  // reach the integer conversion).
+  auto out_size = [&](double v) {
+    if (!(v >= 0 && v <= double(int64_t{1} << 24))) c.error("output size " + std::to_string(v) + " is out of range");
+    return static_cast<int64_t>(v);
+  };
   if (!sizes.empty()) {
     if (sizes.size() != axes.size()) c.error("sizes must have one entry per axis");
     for (size_t i = 0; i < axes.size(); ++i) sf[axes[i]] = static_cast<double>(sizes[i]) / d[axes[i]], os[axes[i]] = sizes[i];
@@ -172,12 +178,12 @@ void resize(Ctx& c, bool upsample) {
     if (pol != "stretch") {
       double s = pol == "not_larger" ? 1e300 : -1e300;
       for (auto a : axes) s = pol == "not_larger" ? std::min(s, sf[a]) : std::max(s, sf[a]);
-      for (auto a : axes) sf[a] = s, os[a] = static_cast<int64_t>(s * d[a] + 0.5);
+      for (auto a : axes) sf[a] = s, os[a] = out_size(s * d[a] + 0.5);
     }
   } else {
     if (scales.size() != axes.size()) c.error("scales must have one entry per axis");
     for (size_t i = 0; i < axes.size(); ++i)
-      sf[axes[i]] = scales[i], os[axes[i]] = static_cast<int64_t>(std::floor(scales[i] * d[axes[i]]));
+      sf[axes[i]] = scales[i], os[axes[i]] = out_size(std::floor(scales[i] * d[axes[i]]));
   }
   // roi is [starts..., ends...] over the axes (or all dims).
   std::vector<double> r0(static_cast<size_t>(rk), 0.0), r1(static_cast<size_t>(rk), 1.0);
