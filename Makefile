@@ -126,6 +126,8 @@ onnx-conformance: onnx-conformance-libonnx
 # sanitizer report fails the target and leaves the input in $(SAN_BUILD)/crashes/<format>/.
 SAN_BUILD ?= build-san
 FUZZ_SECONDS ?= 30
+# A fixed seed: each CI run replays a prefix of the same mutation sequence (FUZZ_SEED=0: a random one).
+FUZZ_SEED ?= 1
 FUZZ_TARGETS ?= onnx rten safetensors gguf
 # Portable-GPU drivers (Mesa lavapipe/llvmpipe, PoCL) run their own LLVM inside the process; their leaks
 # are theirs, not ours (tests/sanitize/lsan.supp names them).
@@ -156,7 +158,7 @@ fuzz-smoke: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(SAN_BUILD)/corpus/$$t $(SAN_BUILD)/crashes/$$t; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  $(SAN_ENV) $(SAN_BUILD)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=3072 \
+	  $(SAN_ENV) $(SAN_BUILD)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -print_final_stats=1 -rss_limit_mb=3072 \
 	    -max_len=65536 -artifact_prefix=$(SAN_BUILD)/crashes/$$t/ $(SAN_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
 	    tests/fuzz/regressions > $(SAN_BUILD)/fuzz_$$t.log 2>&1; rc=$$?; \
 	  grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|cov: ' $(SAN_BUILD)/fuzz_$$t.log | tail -n 3; \

@@ -297,7 +297,7 @@ std::string infer_reshape(const In& in, const Attrs& a, Out& o) {
   std::multiset<std::string> sin, st;
   int64_t pin = 1, pt = 1;
   for (auto& d : in[0].shape) {
-    if (d.is_static()) pin *= d.v;
+    if (d.is_static()) REQUIRE(!__builtin_mul_overflow(pin, d.v, &pin), "reshape input element count overflows int64");
     else sin.insert(d.sym);
   }
   int infer_at = -1;
@@ -307,7 +307,7 @@ std::string infer_reshape(const In& in, const Attrs& a, Out& o) {
       infer_at = static_cast<int>(i);
     } else if (t[i].is_static()) {
       REQUIRE(t[i].v >= 0, "negative reshape dim");
-      pt *= t[i].v;
+      REQUIRE(!__builtin_mul_overflow(pt, t[i].v, &pt), "reshape target element count overflows int64");
     } else {
       st.insert(t[i].sym);
     }
