@@ -125,7 +125,7 @@ onnx-conformance: onnx-conformance-libonnx
 # regressions (tests/fuzz/regressions); new inputs go to $(SAN_BUILD)/corpus. A crash, leak or
 # sanitizer report fails the target and leaves the input in $(SAN_BUILD)/crashes/<format>/.
 SAN_BUILD ?= build-san
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 # A fixed seed: each CI run replays a prefix of the same mutation sequence (FUZZ_SEED=0: a random one).
 FUZZ_SEED ?= 1
 FUZZ_TARGETS ?= onnx rten safetensors gguf

@@ -1,5 +1,7 @@
 #include "rlx/tensor.h"
 
+#include <cstdint>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -110,7 +112,13 @@ int64_t Tensor::get_int(int64_t i) const {
   if (dtype_ == DType::i64) return static_cast<const int64_t*>(data_)[i];
   if (dtype_ == DType::u64) return static_cast<int64_t>(static_cast<const uint64_t*>(data_)[i]);  // same bits
   if (dtype_ == DType::u32) return static_cast<const uint32_t*>(data_)[i];
-  return static_cast<int64_t>(get(i));
+  // A float outside int64 (or NaN) has no integer value: saturate (NaN gives 0) instead of the
+  // undefined conversion.
+  double v = get(i);
+  if (!(v == v)) return 0;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(v);
 }
 
 uint64_t Tensor::get_uint(int64_t i) const {
