@@ -56,8 +56,13 @@ TEST(Idx, RejectsTruncatedAndBadMagic) {
 }
 
 TEST(Idx, MnistSplitLoads) {
+  // ../shared/data/mnist beside the checkout (absent in a clone elsewhere: skipped), or RLX_MNIST_DIR,
+  // which must then exist.
   std::string dir = mnist_dir();
-  RLX_REQUIRE_DIR(dir);
+  if (!std::filesystem::exists(dir)) {
+    if (std::getenv("RLX_MNIST_DIR")) FAIL() << "RLX_MNIST_DIR=" << dir << " does not exist";
+    GTEST_SKIP() << "no MNIST data at " << dir;
+  }
   auto ds = data::load_dataset("mnist", dir);
   EXPECT_EQ(ds.train_x.shape(), (std::vector<int64_t>{8000, 784}));
   EXPECT_EQ(ds.test_y.shape(), (std::vector<int64_t>{2000}));

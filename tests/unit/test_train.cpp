@@ -406,8 +406,13 @@ TEST(TrainCheckpoint, SafetensorsRoundTripAndErrors) {
 
 // The accuracy test of the suite: MLP 784-64-10 on the MNIST 8k/2k split, a few hundred steps.
 TEST(TrainMnist, MlpLearnsMnistSplit) {
+  // ../shared/data/mnist beside the checkout (absent in a clone elsewhere: skipped), or RLX_MNIST_DIR,
+  // which must then exist.
   std::string dir = mnist_dir();
-  RLX_REQUIRE_DIR(dir);
+  if (!std::filesystem::exists(dir)) {
+    if (std::getenv("RLX_MNIST_DIR")) FAIL() << "RLX_MNIST_DIR=" << dir << " does not exist";
+    GTEST_SKIP() << "no MNIST data at " << dir;
+  }
   auto ds = data::load_dataset("mnist", dir);
   const int64_t B = 64;
   std::vector<int64_t> sizes = {784, 64, 10};
@@ -512,8 +517,13 @@ TEST(Amp, F16LossScalingSkipsOverflowAndTrains) {
 // one-epoch momentum run is chaotic (1-ulp GEMM rounding changes moved bf16 by 15 points).
 // Measured: f32 0.9255, bf16 0.9250 (packed GEMM) / 0.9260 (BLAS).
 TEST(Amp, Bf16TrainingReachesFp32Accuracy) {
+  // ../shared/data/mnist beside the checkout (absent in a clone elsewhere: skipped), or RLX_MNIST_DIR,
+  // which must then exist.
   std::string dir = mnist_dir();
-  RLX_REQUIRE_DIR(dir);
+  if (!std::filesystem::exists(dir)) {
+    if (std::getenv("RLX_MNIST_DIR")) FAIL() << "RLX_MNIST_DIR=" << dir << " does not exist";
+    GTEST_SKIP() << "no MNIST data at " << dir;
+  }
   auto ds = data::load_dataset("mnist", dir);
   const int64_t B = 64, per_epoch = 8000 / B;
   std::vector<int64_t> sizes = {784, 32, 10};
