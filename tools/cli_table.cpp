@@ -145,7 +145,7 @@ std::vector<Command> make_table() {
   t.push_back(
       {"train-mnist",
        "train an MLP or small CNN on Fashion-MNIST or the MNIST 8k/2k split: per-epoch test accuracy, "
-       "checkpoint, PNG curves",
+       "resumable checkpoints, metrics log and plot",
        "rlx train-mnist [--data fashion|mnist] [--model mlp|cnn] [--epochs N] [--batch B] [--device D] ...",
        {},
        {choice("data",
@@ -170,10 +170,25 @@ std::vector<Command> make_table() {
                {"bf16", "f16", "f32"}),
         flag("report", "print the mixed-precision pass's per-op choices"),
         device_flag("the device the training step compiles for"),
-        path("checkpoint", "FILE", "safetensors written at the end", "rlx_mnist.safetensors").out({}, "none"),
-        path("resume", "FILE", "start from this checkpoint").exists(),
-        path("plot", "FILE", "PNG of the loss and accuracy curves", "rlx_mnist.png").out({".png"}, "none"),
-        flag("quiet", "no progress bar"),
+        path("checkpoint", "FILE",
+             "safetensors written at the end: parameters, optimizer state, loss scale, epoch, data position "
+             "and shuffle RNG",
+             "rlx_mnist.safetensors")
+            .out({}, "none"),
+        integer("checkpoint-every", "N", "also write the checkpoint every N steps; 0: at the end only", "0",
+                at_least(0)),
+        integer("stop-after", "N", "stop after step N (in all), writing the checkpoint, as an interrupted run",
+                "", at_least(1)),
+        path("resume", "FILE", "continue the run from this checkpoint (bit-identical to an uninterrupted run)")
+            .exists(),
+        flag("stop-on-nan", "stop with exit 1 when the loss becomes NaN or infinite (otherwise: a warning)"),
+        path("metrics", "FILE", "CSV log of loss, lr and accuracies (appended to on --resume)",
+             "rlx_mnist_metrics.csv")
+            .out({".csv"}, "none"),
+        path("plot", "FILE", "PNG of the loss and accuracy curves, drawn with matplotlib from the metrics log",
+             "none")
+            .out({".png"}, "none"),
+        flag("quiet", "no progress bar (it is drawn only when stderr is a terminal)"),
         integer("bench-steps", "N", "time N steps on one batch instead of training; prints p50/p90 JSON", "",
                 at_least(1)),
         integer("read-every", "K", "with --bench-steps: read the loss back every K steps", "1", at_least(1)),
