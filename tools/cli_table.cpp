@@ -66,7 +66,7 @@ std::vector<Command> make_table() {
        "run a model on a device with inputs from .npy/.npz files; print the outputs, --output saves them",
        "rlx run MODEL --input NAME=FILE ... [--output OUT.npy|OUT.npz] [--device D] [--report]",
        {{"MODEL", kModel}},
-       with({input_flag("an input array: a .npy file, or an .npz holding NAME"),
+       with({input_flag("an input array: a .npy file, or an .npz / .safetensors holding NAME"),
              path("output", "FILE", "write the outputs: .npy (one output) or .npz (any number)")
                  .out({".npy", ".npz"}),
              device_flag("the device to run on"),
@@ -78,9 +78,9 @@ std::vector<Command> make_table() {
   t.push_back(
       {"inspect",
        "summarize a model file: ONNX (opsets, inputs/outputs, initializers, op histogram), rten, GGUF "
-       "(metadata, tensor table) or .rlx",
-       "rlx inspect MODEL.onnx|MODEL.rten|FILE.gguf|FILE.rlx",
-       {{"MODEL", "the model file: .onnx, .rten, .gguf or .rlx"}},
+       "(metadata, tensor table), safetensors (metadata, tensors) or .rlx",
+       "rlx inspect MODEL.onnx|MODEL.rten|FILE.gguf|FILE.safetensors|FILE.rlx",
+       {{"MODEL", "the file: .onnx, .rten, .gguf, .safetensors or .rlx"}},
        {},
        "",
        "docs/onnx.md",
@@ -199,6 +199,25 @@ std::vector<Command> make_table() {
        "",
        "docs/training.md",
        cmd_train_mnist});
+  t.push_back(
+      {"bench",
+       "latency and throughput of any loadable model on a device, on generated inputs: p50/p90/mean, "
+       "compile time apart, JSON in bench/results' row layout",
+       "rlx bench MODEL [--device D] [--batch B] [--seq S] [--runs N] [--json OUT.json]",
+       {{"MODEL", "a .rlx, .onnx, .rten or Qwen3 .gguf file, or a Hugging Face folder (bert, qwen3)"}},
+       {device_flag("the device to run on"),
+        integer("batch", "B", "batch size: a symbolic dim 0 of every input, and decoder models' batch", "1",
+                {1, 1 << 20}),
+        integer("seq", "S", "sequence length: a symbolic dim 1, and decoder models' tokens per step", "16",
+                {1, 1 << 20}),
+        bind_flag(),
+        integer("runs", "N", "timed runs", "20", {1, 1e6}),
+        integer("warmup", "N", "untimed runs after the first (compiling) one", "3", {0, 1e6}),
+        path("json", "FILE", "write the result as JSON (`-`: stdout)").out({".json"}, "-")},
+       "Inputs are generated: floats uniform in [-1, 1), integers 0/1 alternating (valid ids, positions, "
+       "masks), booleans true. Throughput is batch / p50.",
+       "docs/bench.md",
+       cmd_bench});
   t.push_back(
       {"ops",
        "the op x dtype conformance harness against the reference on a device; --write regenerates the "

@@ -1,6 +1,8 @@
 // The `rlx` command end to end: exit codes and messages for good and bad input.
 #include <gtest/gtest.h>
 
+#include "rlx/safetensors.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -344,13 +346,36 @@ TEST(Cli, RunOutputNpyWritesOneArray) {
 
 TEST(Cli, UnknownModelExtensionsNameTheKnownFormats) {
   std::string st = tmpfile("weights.safetensors", "not a graph");
-  for (const char* cmd : {"compile ", "run ", "inspect "}) {
+  for (const char* cmd : {"compile ", "run "}) {
     auto r = run_rlx(cmd + st);
     EXPECT_EQ(r.code, 2) << cmd << r.out;
     EXPECT_TRUE(has(r.out, "unknown model format")) << r.out;
     EXPECT_TRUE(has(r.out, ".rlx") && has(r.out, ".onnx") && has(r.out, ".rten")) << r.out;
+    EXPECT_TRUE(has(r.out, "holds weights, not a graph")) << r.out;
     EXPECT_FALSE(has(r.out, "[parse]")) << r.out;
   }
+  auto bad = run_rlx("inspect " + st);  // read as safetensors: its own error, not the .rlx parser's
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_TRUE(has(bad.out, "[safetensors]")) << bad.out;
+  auto other = run_rlx("inspect " + tmpfile("w.bin", "x"));
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_TRUE(has(other.out, "unknown model format") && has(other.out, ".safetensors")) << other.out;
+}
+
+TEST(Cli, InspectAndRunReadSafetensors) {
+  std::string p = testing::TempDir() + "cli_weights.safetensors";
+  rlx::Tensor x(rlx::DType::f32, {2, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, 0.1 * static_cast<double>(i % 5));
+  rlx::write_safetensors(p, {{"x", x}, {"bias", rlx::Tensor(rlx::DType::bf16, {3})}}, {{"source", "test"}});
+  auto r = run_rlx("inspect " + p);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "tensors: 2") && has(r.out, "x  F32[2,8]") && has(r.out, "bias  BF16[3]")) << r.out;
+  EXPECT_TRUE(has(r.out, "metadata source: test")) << r.out;
+  auto run = run_rlx("run " + ex("mlp.rlx") + " --input x=" + p, true);
+  auto npy = run_rlx("run " + ex("mlp.rlx") + " --input x=" + mlp_input(), true);
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(run.out, npy.out);  // the same array from either file
+  EXPECT_EQ(run_rlx("run " + ex("mlp.rlx") + " --input y=" + p).code, 1);
 }
 
 TEST(Cli, TrainMnistChecksOutputsBeforeTraining) {
