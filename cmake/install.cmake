@@ -123,8 +123,12 @@ endif()
 if(RLX_OPENBLAS_LIB)
   string(APPEND RLX_PC_REQUIRES " openblas")
 endif()
+# Relocatable: the prefix is found from the .pc file's own place, so `cmake --install --prefix P`
+# works for any P chosen at install time.
+file(RELATIVE_PATH RLX_PC_UP /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" RLX_PC_UP "${RLX_PC_UP}")
 file(WRITE ${CMAKE_BINARY_DIR}/rlx.pc.in
-     "prefix=@CMAKE_INSTALL_PREFIX@\nexec_prefix=\${prefix}\nlibdir=\${prefix}/@CMAKE_INSTALL_LIBDIR@\n"
+     "prefix=\${pcfiledir}/@RLX_PC_UP@\nexec_prefix=\${prefix}\nlibdir=\${prefix}/@CMAKE_INSTALL_LIBDIR@\n"
      "includedir=\${prefix}/@CMAKE_INSTALL_INCLUDEDIR@\n\nName: rlx\nDescription: RLX tensor compiler and runtime\n"
      "Version: @PROJECT_VERSION@\nRequires: @RLX_PC_REQUIRES@\nCflags: -I\${includedir} -std=c++20\n"
      "Libs: -L\${libdir}@RLX_PC_LIBS@ -ldl -pthread\n")
