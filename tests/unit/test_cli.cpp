@@ -121,7 +121,7 @@ TEST(Cli, RunWritesNpz) {
 namespace {
 
 const std::vector<std::string> kCommands = {"devices", "compile", "run",         "inspect", "generate",
-                                            "embed",   "onnx-suite", "train-mnist", "ops",  "help"};
+                                            "embed",   "onnx-suite", "train-mnist", "bench", "ops", "help"};
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -388,4 +388,31 @@ TEST(Cli, TrainMnistChecksOutputsBeforeTraining) {
   }
   expect_usage_error("train-mnist --checkpoint " + testing::TempDir(), {"it is a folder"});
   expect_usage_error("train-mnist --resume /nonexistent-dir/c.safetensors", {"does not exist"});
+}
+
+TEST(Cli, BenchReportsLatencyAsJsonRows) {
+  std::string out = testing::TempDir() + "bench_mlp.json";
+  auto r = run_rlx("bench " + ex("mlp.rlx") + " --batch 3 --runs 5 --warmup 1 --json " + out, true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "inputs x f32[3,8]") && has(r.out, "p50") && has(r.out, "p90")) << r.out;
+  std::ifstream f(out);
+  nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["runs"], 5);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  const auto& row = j["rows"][0];
+  EXPECT_EQ(row["system"], "rlx");
+  EXPECT_EQ(row["device"], "cpu");
+  EXPECT_EQ(row["batch"], 3);
+  EXPECT_GT(row["p50_ms"].get<double>(), 0);
+  EXPECT_GE(row["p90_ms"].get<double>(), row["p50_ms"].get<double>());
+  EXPECT_NEAR(row["throughput"].get<double>(), 3 * 1000.0 / row["p50_ms"].get<double>(), 1e-3 * row["throughput"].get<double>());
+  // A decoder from a GGUF file: one forward step over --seq tokens.
+  auto g = run_rlx("bench " + std::string(RLX_SOURCE_DIR) + "/tests/models/qwen3/tiny-Q4_0.gguf --seq 4 --runs 2 --json -", true);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_TRUE(has(g.out, "ids i64[1,4]") && has(g.out, "\"seq\": 4")) << g.out;
+  expect_usage_error("bench " + ex("mlp.rlx") + " --bind nosuch=3", {"no symbolic dim 'nosuch'"});
+  expect_usage_error("bench " + ex("mlp.rlx") + " --runs 0", {"--runs"});
+  auto bad = run_rlx("bench " + tmpfile("w.safetensors", "x"));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_TRUE(has(bad.out, "unknown model format") && has(bad.out, "weights only")) << bad.out;
 }
