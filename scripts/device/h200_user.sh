@@ -1,7 +1,8 @@
 #!/bin/bash
 # One call on the lent H200: GGUF quantized weights on cuda through the dequantize decomposition
 # (src/passes/decompose/dequantize.cpp), against cpu, and `rlx bench` of the same models.
-# Build: scripts/device/CMakeLists.txt (no protobuf there: .rlx/.gguf/HF models only).
+# Build: scripts/device/CMakeLists.txt (no protobuf there: .rlx/.gguf/HF models only); carry
+# build-cuda/devcarry as for h200_cuda.sh (ICU and the Vulkan/GL/CL headers for the device build).
 # $OUT gets log.txt.
 set -u
 OUT=${OUT:-/tmp/rlx-out}
@@ -10,7 +11,7 @@ exec > >(tee "$OUT/log.txt") 2>&1
 B=/tmp/rlx-device-build
 export RLX_CACHE_DIR=/tmp/rlx-cache
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C $B -j "$(nproc)" rlx 2>&1 | tail -5 ||
+cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$PWD/build-cuda/devcarry >/dev/null && ninja -C $B -j "$(nproc)" rlx 2>&1 | tail -5 ||
   { echo "build FAILED"; exit 1; }
 RLX=$B/bin/rlx
 status=0
