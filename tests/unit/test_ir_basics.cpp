@@ -11,14 +11,8 @@ TEST(OpTable, NamesRoundTripAndLevels) {
     ASSERT_TRUE(op_by_name(op_name(k), &back)) << op_name(k);
     EXPECT_EQ(back, k);
     const auto& info = op_info(k);
-    // Every HIR op has a decomposition; MIR primitives have none, except the one whose packed
-    // operand most devices cannot read natively: dequantize carries a fallback into gather/div/rem
-    // and f32 ops (src/passes/decompose/dequantize.cpp), used only where a device lacks it.
-    bool fallback_primitive = k == OpKind::Dequantize;
-    EXPECT_EQ(info.level == Level::Hir || fallback_primitive, info.decompose != nullptr) << op_name(k);
-    if (fallback_primitive) {
-      EXPECT_EQ(info.level, Level::Mir) << op_name(k);
-    }
+    // Every HIR op has a decomposition; MIR primitives have none.
+    EXPECT_EQ(info.level == Level::Hir, info.decompose != nullptr) << op_name(k);
   }
 }
 
