@@ -10,7 +10,7 @@
 #include <set>  // cuda capability allow-list
 
 #include "rlx/device.h"
-#include "backends/gpu/api.h"  // portable_gpu_device_info
+#include "backends/portable/api.h"  // portable_gpu_device_info
 
 namespace rlx {
 
@@ -161,7 +161,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     v.push_back(hex);
   }
   // gpu/vulkan/opengl: status probed at run time (loader + device), capabilities = what the
-  // GLSL / OpenCL C renderers have kernels for. See src/backends/gpu/device_info.cpp.
+  // GLSL / OpenCL C renderers have kernels for. See src/backends/portable/device_info.cpp.
   for (const char* pg : {"gpu", "vulkan", "opengl"})
     if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));
   if (want("directx")) v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
