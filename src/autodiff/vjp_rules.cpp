@@ -2,11 +2,15 @@
 // backward graph is itself differentiable (jvp is built as the transpose of vjp).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "autodiff/autodiff.h"
 
 namespace rlx::ad {
+
+// The sparse ops' rules (vjp_sparse.cpp).
+void register_sparse_vjp_rules(const std::function<void(OpKind, VjpRule)>& set);
 
 namespace {
 
@@ -479,6 +483,7 @@ struct RuleTable {
     set(OpKind::ScatterAdd, vjp_scatter_add);
     set(OpKind::Sort, vjp_sort_topk);
     set(OpKind::TopK, vjp_sort_topk);
+    register_sparse_vjp_rules(set);  // vjp_sparse.cpp
   }
 };
 const RuleTable& table() {
