@@ -327,7 +327,9 @@ TEST(SparseSolvers, IterativeAndDirectAgree) {
     int64_t it = o[1].get_int(0);
     EXPECT_GT(it, 0);
     if (pc == "none") plain_iters = it;
-    if (pc == "ic0") EXPECT_LT(it, plain_iters) << "IC(0) should cut the iteration count";
+    if (pc == "ic0") {
+      EXPECT_LT(it, plain_iters) << "IC(0) should cut the iteration count";
+    }
   }
   for (std::string pc : {"none", "jacobi"}) {
     CsrGraph g = csr_graph(a, DType::f64, Shape{Dim(n)});
