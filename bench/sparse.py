@@ -207,7 +207,7 @@ def bench_spmv(m, repeats, dtype):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, default=1000, help="2-D Poisson grid side for CG and SpMV")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "sparse_cpu.json"))
@@ -217,10 +217,10 @@ def main():
     l0 = load()
     rows = [bench_cg(args.m, args.repeats, args.tol)]
     sz = (0.1 if args.quick else 1.0)
-    mats = [("mesh2d 5-pt", poisson2d(int(400 * sz ** 0.5))), ("mesh3d 7-pt", poisson3d(int(40 * sz ** 0.34))),
-            ("circuit-like", circuit_like(int(200000 * sz)))]
+    mats = [("mesh2d 5-pt", poisson2d(int(300 * sz ** 0.5))), ("mesh3d 7-pt", poisson3d(int(25 * sz ** 0.34))),
+            ("circuit-like", circuit_like(int(100000 * sz)))]
     for name, a in mats:
-        rows += bench_direct(name, a, args.repeats)
+        rows += bench_direct(name, a, max(3, args.repeats))
     for dt in (np.float64, np.float32):
         rows.append(bench_spmv(args.m, args.repeats, dt))
     res = {"benchmark": "sparse_cpu", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -266,13 +266,63 @@ void final_residual(const Par& par, const CsrView<T, I>& a, const T* b, const T*
   st.residual = bn > 0 ? std::sqrt(dot(par, w.data(), w.data(), n)) / bn : 0.0;
 }
 
-// Preconditioned conjugate gradients. x holds x0 on entry (zeros when none).
+// Fixed 8192-element blocks for every reduction, summed in block order: the same result for any
+// thread count (and serially).
+constexpr int64_t kRedBlock = 8192;
+
+// q = A p and returns pᵀq, in one pass over A.
+template <class T, class I, class Par>
+double spmv_dot(const Par& par, const CsrView<T, I>& a, const T* p, T* q, std::vector<double>& part) {
+  const int64_t nb = (a.rows + kRedBlock - 1) / kRedBlock;
+  part.assign(std::max<int64_t>(nb, 1), 0.0);
+  par(nb, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t r0 = blk * kRedBlock, r1 = std::min(a.rows, r0 + kRedBlock);
+      spmv_rows(a, p, q, r0, r1);
+      double s = 0;
+      for (int64_t i = r0; i < r1; ++i) s += double(p[i]) * q[i];
+      part[blk] = s;
+    }
+  });
+  double s = 0;
+  for (double v : part) s += v;
+  return s;
+}
+
+// x += alpha p, r -= alpha q; returns rᵀr, in one pass.
+template <class T, class Par>
+double update_xr(const Par& par, int64_t n, T alpha, const T* p, const T* q, T* x, T* r, std::vector<double>& part) {
+  const int64_t nb = (n + kRedBlock - 1) / kRedBlock;
+  part.assign(std::max<int64_t>(nb, 1), 0.0);
+  par(nb, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t i0 = blk * kRedBlock, i1 = std::min(n, i0 + kRedBlock);
+      double s = 0;
+      for (int64_t i = i0; i < i1; ++i) {
+        x[i] += alpha * p[i];
+        const T ri = r[i] - alpha * q[i];
+        r[i] = ri;
+        s += double(ri) * ri;
+      }
+      part[blk] = s;
+    }
+  });
+  double s = 0;
+  for (double v : part) s += v;
+  return s;
+}
+
+// Preconditioned conjugate gradients. x holds x0 on entry (zeros when none). Without a
+// preconditioner z = r, so each iteration is three passes: q = A p with pᵀq, the x/r update with
+// rᵀr, and p = r + beta p.
 template <class T, class I, class Par>
 SolveStats cg(const Par& par, const CsrView<T, I>& a, const T* b, T* x, double tol, double atol, int64_t maxiter,
               Precond<T, I>& m) {
   const int64_t n = a.rows;
   SolveStats st;
-  std::vector<T> r(n), z(n), p(n), q(n);
+  const bool plain = m.kind == Precond<T, I>::None;
+  std::vector<T> r(n), z(plain ? 0 : n), p(n), q(n);
+  std::vector<double> part;
   const double bn = std::sqrt(dot(par, b, b, n));
   if (bn == 0) {
     std::fill(x, x + n, T(0));
@@ -283,35 +333,29 @@ SolveStats cg(const Par& par, const CsrView<T, I>& a, const T* b, T* x, double t
   par(n, 8192, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) r[i] = b[i] - q[i];
   });
-  double rn = std::sqrt(dot(par, r.data(), r.data(), n));
-  m.apply(par, r.data(), z.data(), n);
-  std::copy(z.begin(), z.end(), p.begin());
-  double rz = dot(par, r.data(), z.data(), n);
+  double rr = dot(par, r.data(), r.data(), n);
+  const T* zp = plain ? r.data() : z.data();
+  if (!plain) m.apply(par, r.data(), z.data(), n);
+  std::copy(zp, zp + n, p.begin());
+  double rz = plain ? rr : dot(par, r.data(), z.data(), n);
   int64_t it = 0;
-  while (rn > stop && it < maxiter) {
-    spmv(par, a, p.data(), q.data());
-    const double pq = dot(par, p.data(), q.data(), n);
+  while (std::sqrt(rr) > stop && it < maxiter) {
+    const double pq = spmv_dot(par, a, p.data(), q.data(), part);
     if (!(pq > 0) || !std::isfinite(pq)) {
       st.breakdown = "pᵀAp = " + std::to_string(pq) + " <= 0 at iteration " + std::to_string(it) +
                      ": A is not symmetric positive definite";
       break;
     }
     const T alpha = static_cast<T>(rz / pq);
-    par(n, 8192, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) {
-        x[i] += alpha * p[i];
-        r[i] -= alpha * q[i];
-      }
-    });
+    rr = update_xr(par, n, alpha, p.data(), q.data(), x, r.data(), part);
     ++it;
-    rn = std::sqrt(dot(par, r.data(), r.data(), n));
-    if (rn <= stop) break;
-    m.apply(par, r.data(), z.data(), n);
-    const double rz2 = dot(par, r.data(), z.data(), n);
+    if (std::sqrt(rr) <= stop) break;
+    if (!plain) m.apply(par, r.data(), z.data(), n);
+    const double rz2 = plain ? rr : dot(par, r.data(), z.data(), n);
     const T beta = static_cast<T>(rz2 / rz);
     rz = rz2;
     par(n, 8192, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) p[i] = z[i] + beta * p[i];
+      for (int64_t i = s; i < e; ++i) p[i] = zp[i] + beta * p[i];
     });
   }
   st.iterations = it;

@@ -131,6 +131,10 @@ const char* kDirection =
     "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)\n"
     "    p[i] = r[i] + (T)(beta * p[i]);\n";
 
+const char* const kParams[4] = {"long long n, const T* a, const T* b, double* s, int slot",
+                                "long long n, T* x, T* r, const T* p, const T* q, double* s", "double* s, double maxiter",
+                                "long long n, T* p, const T* r, double* s"};
+
 CUfunction kernel(bool f64, const char* body, const char* params) {
   KernelSource ks;
   ks.code = cg_source(f64 ? "double" : "float", body, params);
@@ -138,6 +142,13 @@ CUfunction kernel(bool f64, const char* body, const char* params) {
 }
 
 }  // namespace
+
+std::vector<std::string> cg_kernel_sources(bool f64) {
+  const char* bodies[4] = {kDot, kUpdate, kFinish, kDirection};
+  std::vector<std::string> r;
+  for (int i = 0; i < 4; ++i) r.push_back(cg_source(f64 ? "double" : "float", bodies[i], kParams[i]));
+  return r;
+}
 
 std::string cusparse_probe() {
   if (!lib().error.empty()) return lib().error;
@@ -304,10 +315,10 @@ DeviceCsr::CgResult DeviceCsr::cg(const Tensor& b, double tol, int64_t maxiter) 
   // s = {rz, pq, rr, beta, stop2, done, iters, maxiter}
   double s0[8] = {bn * bn, 0, 0, 0, tol * tol * bn * bn, 0, 0, static_cast<double>(maxiter)};
   check(d.cuMemcpyHtoDAsync(s.p, s0, sizeof s0, m.stream), "upload scalars");
-  CUfunction fdot = kernel(m.f64, kDot, "long long n, const T* a, const T* b, double* s, int slot");
-  CUfunction fupd = kernel(m.f64, kUpdate, "long long n, T* x, T* r, const T* p, const T* q, double* s");
-  CUfunction ffin = kernel(m.f64, kFinish, "double* s, double maxiter");
-  CUfunction fdir = kernel(m.f64, kDirection, "long long n, T* p, const T* r, double* s");
+  CUfunction fdot = kernel(m.f64, kDot, kParams[0]);
+  CUfunction fupd = kernel(m.f64, kUpdate, kParams[1]);
+  CUfunction ffin = kernel(m.f64, kFinish, kParams[2]);
+  CUfunction fdir = kernel(m.f64, kDirection, kParams[3]);
   const unsigned block = 256, grid = static_cast<unsigned>(std::min<long long>((n + block - 1) / block, 132 * 8));
   CUdeviceptr sp = s.p;
   int slot_pq = 1;

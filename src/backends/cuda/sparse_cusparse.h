@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rlx/sparse.h"
 #include "rlx/tensor.h"
@@ -14,6 +15,9 @@ namespace rlx::cuda::sparse {
 
 // "" when libcusparse loaded and a GPU is usable, else why not.
 std::string cusparse_probe();
+// The CUDA C of the CG kernels (dot, x/r update, scalar step, direction) for f64 or f32, so tests
+// can NVRTC-compile them where no GPU is present.
+std::vector<std::string> cg_kernel_sources(bool f64);
 
 // A CSR matrix resident on the GPU (f32/f64 values, i32/i64 indices), with its cuSPARSE descriptor.
 class DeviceCsr {
