@@ -18,7 +18,7 @@ import numpy as np
 
 
 def poisson2d(m, sp, dtype):
-    t = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(m, m))
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
     return (sp.kron(sp.eye(m), t) + sp.kron(t, sp.eye(m))).tocsr().astype(dtype)
 
 

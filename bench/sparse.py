@@ -58,12 +58,12 @@ def load() -> float:
 
 
 def poisson2d(m):
-    t = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(m, m))
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
     return (sp.kron(sp.eye(m), t) + sp.kron(t, sp.eye(m))).tocsr()
 
 
 def poisson3d(m):
-    t = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(m, m))
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
     e = sp.eye(m)
     return (sp.kron(sp.kron(e, e), t) + sp.kron(sp.kron(e, t), e) + sp.kron(sp.kron(t, e), e)).tocsr()
 

@@ -134,8 +134,11 @@ std::string cholmod(int64_t n, const int64_t* rp, const int64_t* col, const doub
     std::copy(val, val + nz, static_cast<double*>(a->x));
     cholmod_factor* l = cholmod_l_analyze(a, &c);
     if (l) cholmod_l_factorize(a, l, &c);
-    if (!l || c.status == CHOLMOD_NOT_POSDEF || (l && l->minor < static_cast<size_t>(n)))
-      err = "cholmod: matrix is not positive definite";
+    bool pd = l && c.status != CHOLMOD_NOT_POSDEF && l->minor >= static_cast<size_t>(n);
+    // A simplicial LDLᵀ factor (small matrices) succeeds on indefinite input: D must be positive.
+    if (pd && !l->is_super && !l->is_ll)
+      for (int64_t j = 0; j < n && pd; ++j) pd = static_cast<double*>(l->x)[static_cast<SSL*>(l->p)[j]] > 0;
+    if (!pd) err = "cholmod: matrix is not positive definite";
     else {
       cholmod_dense* bd = cholmod_l_allocate_dense(n, k, n, CHOLMOD_REAL, &c);
       std::vector<double> bc = to_colmajor(b, n, k);
