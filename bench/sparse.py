@@ -20,6 +20,11 @@ import argparse
 import datetime
 import json
 import os
+
+# NumPy/SciPy's OpenBLAS at one thread: its threaded dot products thrash on a shared 2-core machine
+# (SciPy's CG was 10x slower per iteration at n = 160k with the default). Set before numpy loads;
+# RLX's sparse kernels do not use OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import platform
 import statistics
 import subprocess
@@ -49,7 +54,8 @@ def machine() -> dict:
     except OSError:
         pass
     info["rlx_threads"] = os.environ.get("RLX_NUM_THREADS", str(os.cpu_count()))
-    info["scipy_threads"] = "1 (SciPy sparse kernels are single-threaded)"
+    info["scipy_threads"] = "1 (SciPy's sparse kernels are single-threaded; OPENBLAS_NUM_THREADS=" + \
+        os.environ.get("OPENBLAS_NUM_THREADS", "") + ")"
     return info
 
 
@@ -98,8 +104,8 @@ def timed(fn, repeats):
     return ts
 
 
-def alternate(fns, repeats):
-    for f in fns:
+def alternate(fns, repeats, warmup=True):
+    for f in fns if warmup else ():
         f()
     ts = [[] for _ in fns]
     for _ in range(repeats):
@@ -140,7 +146,8 @@ def bench_cg(m, repeats, tol):
         it["n"] = 0
         out["scipy"] = spla.cg(a, b, rtol=tol, atol=0.0, maxiter=maxiter, callback=cb)
 
-    tr, ts = alternate([run_rlx, run_scipy], repeats)
+    rs.cg(ar, b, tol=tol, maxiter=2)  # compiles a model of the same shapes (the timed runs compile theirs: ms)
+    tr, ts = alternate([run_rlx, run_scipy], repeats, warmup=False)
     x, info = out["rlx"]
     res = float(np.linalg.norm(b - a @ x) / np.linalg.norm(b))
     xs, _ = out["scipy"]
@@ -209,13 +216,14 @@ def main():
     ap.add_argument("--m", type=int, default=1000, help="2-D Poisson grid side for CG and SpMV")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tol", type=float, default=1e-6)
+    ap.add_argument("--cg-repeats", type=int, default=0, help="repeats of the CG row (default: --repeats)")
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "sparse_cpu.json"))
     args = ap.parse_args()
     if args.quick:
         args.m, args.repeats = 100, 2
     l0 = load()
-    rows = [bench_cg(args.m, args.repeats, args.tol)]
+    rows = [bench_cg(args.m, args.cg_repeats or args.repeats, args.tol)]
     sz = (0.1 if args.quick else 1.0)
     mats = [("mesh2d 5-pt", poisson2d(int(300 * sz ** 0.5))), ("mesh3d 7-pt", poisson3d(int(25 * sz ** 0.34))),
             ("circuit-like", circuit_like(int(100000 * sz)))]

@@ -194,7 +194,10 @@ def test_grad_spmv_and_solve_by_finite_differences():
 
 
 def test_grad_against_jax():
-    jax = pytest.importorskip("jax")
+    if os.environ.get("CI") == "true":
+        import jax  # bootstrap installs it (the benchmark peer); CI must not skip
+    else:
+        jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.experimental import sparse as jsp
