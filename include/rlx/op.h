@@ -29,7 +29,8 @@ int num_ops();
 enum class Level : uint8_t { Hir, Mir };
 // What kind of computation an op is (the group column of ops.def).
 enum class OpGroup : uint8_t {
-  Source, Elementwise, Reduction, Contraction, Window, Scan, Sort, Movement, Normalization, Attention, Quant, Autodiff
+  Source, Elementwise, Reduction, Contraction, Window, Scan, Sort, Movement, Normalization, Attention, Quant,
+  LinearAlgebra, Sparse, Splatting, Autodiff
 };
 std::string_view op_group_name(OpGroup g);
 // How far a device may stray from the reference interpreter (the tolerance column of ops.def;

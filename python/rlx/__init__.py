@@ -374,3 +374,5 @@ __all__.append("stop_gradient")
 
 # Training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
 from . import train  # noqa: E402
+# Sparse CSR matrices, ops and solvers: rlx.sparse (python/rlx/sparse.py)
+from . import sparse  # noqa: E402

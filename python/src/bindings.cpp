@@ -26,6 +26,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace rlx {
+void bind_sparse(nb::module_& m);  // bind_sparse.cpp: rlx.sparse's Matrix Market and COO helpers
 namespace {
 
 // Any C-contiguous CPU array; nanobind makes a contiguous copy of strided input itself.
@@ -316,6 +317,7 @@ NB_MODULE(_rlx, m) {
   using namespace rlx;
   m.doc() = "RLX tensor compiler and runtime (low-level bindings; use the `rlx` package)";
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+  bind_sparse(m);
 
   auto dt = nb::enum_<DType>(m, "DType");
   for (int i = 0; i < kNumDTypes; ++i) {

@@ -58,4 +58,12 @@ using VjpRule = std::vector<ValueId> (*)(Builder& b, const Node& n, const std::v
 // A rule defined outside vjp_rules.cpp is declared here, so the generated table sees it.
 VjpRule vjp_rule(OpKind op);
 
+// Rules defined outside vjp_rules.cpp, by the file of their op family.
+#define RLX_VJP_DECL(name)                                                                    \
+  std::vector<ValueId> name(Builder& b, const Node& n, const std::vector<ValueId>& x,       \
+                            const std::vector<ValueId>& y, const std::vector<ValueId>& g);
+// vjp_sparse.cpp
+RLX_VJP_DECL(vjp_sparse_matvec) RLX_VJP_DECL(vjp_sparse_add_dense) RLX_VJP_DECL(vjp_sparse_transpose)
+RLX_VJP_DECL(vjp_sparse_sddmm) RLX_VJP_DECL(vjp_sparse_sample) RLX_VJP_DECL(vjp_sparse_solve)
+
 }  // namespace rlx::ad

@@ -165,7 +165,8 @@ bool is_elementwise(OpKind k) {
 std::string_view op_group_name(OpGroup g) {
   static constexpr std::string_view kNames[] = {"source",   "elementwise", "reduction",     "contraction",
                                                 "window",   "scan",        "sort",          "movement",
-                                                "normalization", "attention", "quant",      "autodiff"};
+                                                "normalization", "attention", "quant",      "linalg",
+                                                "sparse",   "splatting",   "autodiff"};
   static_assert(std::size(kNames) == static_cast<size_t>(OpGroup::Autodiff) + 1);
   return kNames[static_cast<int>(g)];
 }
