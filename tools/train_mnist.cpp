@@ -1,9 +1,16 @@
 // `rlx train-mnist`: trains an MLP or small CNN on Fashion-MNIST or the MNIST 8k/2k split with one
-// compiled training-step graph; progress bar, per-epoch test accuracy, checkpoint, PNG of curves.
+// compiled training-step graph; progress bar (on a terminal), per-epoch test accuracy, checkpoints
+// that resume bit-identically, a CSV metrics log and its plot (tools/plot_training.py, matplotlib).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -11,7 +18,6 @@
 #include "commands.h"
 #include "data/idx.h"
 #include "models/mlp.h"
-#include "train/plot.h"
 #include "train/train.h"
 
 namespace rlx::cli {
@@ -38,6 +44,125 @@ void fill_batch(const data::Dataset& ds, bool train, const std::vector<int64_t>&
   }
 }
 
+// Where the training loop stands; saved beside the Trainer's state in every checkpoint.
+struct LoopState {
+  int epoch = 0;           // 0-based epoch in progress
+  int64_t epoch_step = 0;  // steps of it done
+  std::mt19937_64 rng;     // the shuffle RNG before this epoch's shuffle
+  double loss_sum = 0, correct = 0;  // this epoch's running sums
+};
+
+std::string hex(double v) {  // round-trips exactly through strtod
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+std::map<std::string, std::string> loop_meta(const LoopState& s) {
+  std::ostringstream rng;
+  rng << s.rng;
+  return {{"train_mnist.epoch", std::to_string(s.epoch)},
+          {"train_mnist.epoch_step", std::to_string(s.epoch_step)},
+          {"train_mnist.rng", rng.str()},
+          {"train_mnist.loss_sum", hex(s.loss_sum)},
+          {"train_mnist.correct", hex(s.correct)}};
+}
+
+LoopState loop_state(const std::map<std::string, std::string>& m, const std::string& path) {
+  auto get = [&](const char* k) -> const std::string& {
+    auto it = m.find(std::string("train_mnist.") + k);
+    RLX_CHECK(it != m.end(), "[train-mnist] ", path, ": no '", k,
+              "' in the checkpoint (it was not written by train-mnist, which records where the run stands)");
+    return it->second;
+  };
+  LoopState s;
+  auto e = to_int(get("epoch")), es = to_int(get("epoch_step"));
+  RLX_CHECK(e && *e >= 0 && *e < (1 << 30) && es && *es >= 0, "[train-mnist] ", path, ": bad epoch/epoch_step");
+  s.epoch = static_cast<int>(*e);
+  s.epoch_step = *es;
+  std::istringstream rng(get("rng"));
+  rng >> s.rng;
+  RLX_CHECK(!rng.fail(), "[train-mnist] ", path, ": unreadable shuffle RNG state");
+  auto num = [&](const char* k) {
+    char* end = nullptr;
+    const std::string& v = get(k);
+    double d = std::strtod(v.c_str(), &end);
+    RLX_CHECK(end && *end == 0 && !v.empty(), "[train-mnist] ", path, ": bad ", k, " '", v, "'");
+    return d;
+  };
+  s.loss_sum = num("loss_sum");
+  s.correct = num("correct");
+  return s;
+}
+
+// The metrics log: one CSV row per step (step, epoch as a fraction, loss, lr) and one per epoch
+// (train loss/accuracy, test accuracy at the epoch's end). A resumed run appends; a reader keeps
+// the last row of each step (tools/plot_training.py).
+class Metrics {
+ public:
+  Metrics(const std::string& path, bool append) {
+    if (path == "none") return;
+    bool fresh = !append || !std::filesystem::exists(path);
+    f_ = std::fopen(path.c_str(), fresh ? "w" : "a");
+    RLX_CHECK(f_, "[train-mnist] cannot write the metrics log '", path, "'");
+    if (fresh) std::fprintf(f_, "kind,step,epoch,loss,lr,train_loss,train_acc,test_acc\n");
+  }
+  ~Metrics() { close(); }
+  void step(int64_t step, double epoch, double loss, double lr) {
+    if (f_) std::fprintf(f_, "step,%lld,%.6f,%.9g,%.9g,,,\n", (long long)step, epoch, loss, lr);
+  }
+  void epoch(int64_t step, int epoch, double train_loss, double train_acc, double test_acc) {
+    if (!f_) return;
+    std::fprintf(f_, "epoch,%lld,%d,,,%.9g,%.9g,%.9g\n", (long long)step, epoch, train_loss, train_acc, test_acc);
+    std::fflush(f_);
+  }
+  void close() {
+    if (f_) std::fclose(f_);
+    f_ = nullptr;
+  }
+
+ private:
+  FILE* f_ = nullptr;
+};
+
+// tools/plot_training.py beside the binary: build/bin/../../tools (a build tree in the checkout)
+// or bin/../share/rlx (an install); RLX_PLOT_SCRIPT overrides.
+std::string find_plotter() {
+  if (const char* e = std::getenv("RLX_PLOT_SCRIPT"); e && *e) return e;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::filesystem::path> tried;
+  if (!ec)
+    for (auto rel : {"../../tools/plot_training.py", "../share/rlx/plot_training.py", "../tools/plot_training.py"}) {
+      auto p = (exe.parent_path() / rel).lexically_normal();
+      if (std::filesystem::exists(p)) return p.string();
+      tried.push_back(p);
+    }
+  std::string t;
+  for (auto& p : tried) t += (t.empty() ? "" : ", ") + p.string();
+  usage_fail("train-mnist --plot: tools/plot_training.py not found (looked at ", t,
+             "; set RLX_PLOT_SCRIPT, or --plot none)");
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// Checks (before training) that the plotter runs: python3 with matplotlib.
+void check_plotter(const std::string& script) {
+  std::string cmd = "python3 " + shell_quote(script) + " --check >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    usage_fail("train-mnist --plot needs python3 with matplotlib (pip install -r scripts/requirements-test.txt), "
+               "checked with: python3 ", script, " --check; or --plot none (the metrics log is written either way)");
+}
+
+void render_plot(const std::string& script, const std::string& csv, const std::string& png) {
+  std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(csv) + " " + shell_quote(png);
+  RLX_CHECK(std::system(cmd.c_str()) == 0, "[train-mnist] plotting failed: ", cmd);
+}
+
 }  // namespace
 
 int cmd_train_mnist(const Args& a) {
@@ -58,9 +183,16 @@ int cmd_train_mnist(const Args& a) {
   CompileOptions co;
   co.device = a.get("device");
   // What the run writes at the end is checked now, before the data loads and training starts.
+  std::string plotter;
   if (!bench) {
     check_output(a, "checkpoint");
     check_output(a, "plot");
+    check_output(a, "metrics");
+    if (a.get("plot") != "none") {
+      if (a.get("metrics") == "none") usage_fail("train-mnist --plot draws the metrics log: it needs --metrics FILE");
+      plotter = find_plotter();
+      check_plotter(plotter);
+    }
   }
   for (const char* f : {"read-every", "profile", "dump"})
     if (a.has(f) && !bench) usage_fail("train-mnist --", f, " goes with --bench-steps");
@@ -81,7 +213,8 @@ int cmd_train_mnist(const Args& a) {
   if (amp_s == "f16") amp.dtype = DType::f16;
   train::Trainer tr(loss, init, opt, sched, co, amp);
   if (a.has("report") && amp.dtype != DType::f32) std::printf("%s", tr.amp_report().table().c_str());
-  if (a.has("resume")) tr.load(a.get("resume"));
+  std::map<std::string, std::string> resume_meta;
+  if (a.has("resume")) resume_meta = tr.load(a.get("resume"));
   if (bench) {  // bench/mnist_train.py: timed steps over the unshuffled training set
     int64_t n = a.integer("bench-steps"), warm = 5;
     // --read-every K: the loss is read back every K steps (Trainer::advance otherwise), so a device
@@ -116,38 +249,79 @@ int cmd_train_mnist(const Args& a) {
   std::printf("rlx train-mnist: %s %s, %lld train / %lld test, batch %lld, %s lr %g, %d epochs, device %s\n",
               which.c_str(), model.c_str(), (long long)ntrain, (long long)ntest, (long long)batch, opt.kind.c_str(),
               opt.lr, epochs, co.device.c_str());
-  std::mt19937_64 rng(seed + 1);
+  const int64_t steps = max_steps > 0 ? std::min(max_steps, steps_per_epoch) : steps_per_epoch;  // per epoch
+  // The loop's state, all of it in the checkpoint: the epoch, the steps done in it, the shuffle RNG
+  // as it was before this epoch's shuffle, and the epoch's running sums.
+  LoopState st;
+  st.rng.seed(seed + 1);
+  if (!resume_meta.empty()) {
+    st = loop_state(resume_meta, a.get("resume"));
+    RLX_CHECK(st.epoch_step <= steps, "[train-mnist] ", a.get("resume"), ": ", st.epoch_step,
+              " steps into an epoch of ", steps, " (resume with the run's --batch and --max-steps)");
+    std::printf("resumed: %s at epoch %d, step %lld of it (step %lld in all)\n", a.get("resume").c_str(), st.epoch + 1,
+                (long long)st.epoch_step, (long long)tr.step_count());
+  }
   std::vector<int64_t> order(ntrain);
   Tensor bx(DType::f32, {batch, 784}), by(DType::i64, {batch});
   Tensor ex(DType::f32, {eb, 784}), ey(DType::i64, {eb});
-  std::vector<double> step_loss, epoch_acc;
-  double total_time = 0;
+  double total_time = 0, last_acc = -1;
   int64_t total_images = 0;
-  for (int ep = 0; ep < epochs; ++ep) {
+  const bool bar = !quiet && isatty(STDERR_FILENO);  // \r frames only on a terminal, never into a log
+  const bool stop_on_nan = a.has("stop-on-nan");
+  const int64_t every = a.integer("checkpoint-every"), stop_after = a.has("stop-after") ? a.integer("stop-after") : -1;
+  std::string ckpt = a.get("checkpoint");
+  bool warned_nan = false, stopped = false;
+  Metrics metrics(a.get("metrics"), !resume_meta.empty());
+  auto save = [&](const char* why) {
+    if (ckpt == "none") return;
+    tr.save(ckpt, loop_meta(st));
+    std::printf("checkpoint: %s (%s, step %lld)\n", ckpt.c_str(), why, (long long)tr.step_count());
+  };
+  for (; st.epoch < epochs && !stopped; ++st.epoch) {
+    std::mt19937_64 at_start = st.rng;  // saved with the checkpoint: a resume reshuffles from here
     std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    double sum_loss = 0, correct = 0;
+    std::shuffle(order.begin(), order.end(), st.rng);
+    std::swap(at_start, st.rng);  // st.rng = before the shuffle (checkpointed), at_start = after
     auto t0 = std::chrono::steady_clock::now();
-    int64_t steps = max_steps > 0 ? std::min(max_steps, steps_per_epoch) : steps_per_epoch;
-    for (int64_t s = 0; s < steps; ++s) {
+    int64_t first = st.epoch_step;
+    for (int64_t s = st.epoch_step; s < steps; ++s) {
       fill_batch(ds, true, order, s * batch, batch, bx, by);
+      double lr = tr.current_lr();
       const auto& outs = tr.step({bx, by});
       double l = outs[0].get(0);
-      correct += outs[1].get(0);
-      sum_loss += l;
-      step_loss.push_back(l);
+      st.correct += outs[1].get(0);
+      st.loss_sum += l;
+      st.epoch_step = s + 1;
+      metrics.step(tr.step_count(), st.epoch + double(s + 1) / double(steps), l, lr);
+      if (!std::isfinite(l) && !warned_nan) {
+        warned_nan = true;
+        std::fprintf(stderr, "%srlx train-mnist: warning: the loss is %g at step %lld (epoch %d): training diverged%s\n",
+                     bar ? "\n" : "", l, (long long)tr.step_count(), st.epoch + 1,
+                     stop_on_nan ? "; stopping (--stop-on-nan)" : " (--stop-on-nan stops here)");
+        if (stop_on_nan) return 1;
+      }
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!quiet && (s % 10 == 0 || s + 1 == steps)) {
+      if (bar && (s % 10 == 0 || s + 1 == steps)) {
         int w = 30, done = static_cast<int>(w * (s + 1) / steps);
-        std::fprintf(stderr, "\repoch %d/%d [%s%s] %lld/%lld loss %.4f  %.0f img/s ", ep + 1, epochs,
+        std::fprintf(stderr, "\repoch %d/%d [%s%s] %lld/%lld loss %.4f  %.0f img/s ", st.epoch + 1, epochs,
                      std::string(done, '=').c_str(), std::string(w - done, ' ').c_str(), (long long)(s + 1),
-                     (long long)steps, sum_loss / double(s + 1), double((s + 1) * batch) / std::max(secs, 1e-9));
+                     (long long)steps, st.loss_sum / double(s + 1), double((s + 1 - first) * batch) / std::max(secs, 1e-9));
+      }
+      if (every > 0 && tr.step_count() % every == 0 && s + 1 < steps) save("every");
+      if (tr.step_count() == stop_after) {
+        if (bar) std::fprintf(stderr, "\n");
+        std::printf("stopped after step %lld (--stop-after), epoch %d step %lld\n", (long long)stop_after,
+                    st.epoch + 1, (long long)st.epoch_step);
+        save("stopped");
+        stopped = true;
+        break;
       }
     }
+    if (stopped) break;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     total_time += secs;
-    total_images += steps * batch;
-    if (!quiet) std::fprintf(stderr, "\n");
+    total_images += (steps - first) * batch;
+    if (bar) std::fprintf(stderr, "\n");
     double tc = 0;
     for (int64_t s = 0; s < ntest / eb; ++s) {
       fill_batch(ds, false, {}, s * eb, eb, ex, ey);
@@ -157,31 +331,34 @@ int cmd_train_mnist(const Args& a) {
       in.push_back(ey);
       tc += eval.run(in)[1].get(0);
     }
-    double acc = tc / double(ntest);
-    epoch_acc.push_back(acc);
-    std::printf("epoch %d: train loss %.4f, train acc %.4f, test acc %.4f, %.0f img/s (%.2f s)\n", ep + 1,
-                sum_loss / double(steps), correct / double(steps * batch), acc, double(steps * batch) / secs, secs);
+    last_acc = tc / double(ntest);
+    double train_loss = st.loss_sum / double(steps), train_acc = st.correct / double(steps * batch);
+    std::printf("epoch %d: train loss %.4f, train acc %.4f, test acc %.4f, %.0f img/s (%.2f s)\n", st.epoch + 1,
+                train_loss, train_acc, last_acc, double((steps - first) * batch) / secs, secs);
+    metrics.epoch(tr.step_count(), st.epoch + 1, train_loss, train_acc, last_acc);
     std::fflush(stdout);
+    st.rng = at_start;  // the next epoch shuffles from where this one's shuffle left the RNG
+    st.epoch_step = 0;
+    st.loss_sum = st.correct = 0;
+    if (every > 0 && st.epoch + 1 < epochs && tr.step_count() % every == 0) {
+      ++st.epoch;  // the checkpoint names the epoch about to start
+      save("every");
+      --st.epoch;
+    }
   }
-  std::printf("final test accuracy %.4f; training throughput %.0f img/s\n", epoch_acc.back(),
-              double(total_images) / total_time);
+  if (stopped) return 0;
+  if (last_acc >= 0)
+    std::printf("final test accuracy %.4f; training throughput %.0f img/s\n", last_acc,
+                double(total_images) / std::max(total_time, 1e-9));
   if (amp.loss_scaling())
     std::printf("amp f16: loss scale %g, %lld steps skipped (non-finite gradients)\n", tr.loss_scale(),
                 (long long)tr.skipped_steps());
-  std::string ckpt = a.get("checkpoint");
-  if (ckpt != "none") {
-    tr.save(ckpt);
-    std::printf("checkpoint: %s (step %lld)\n", ckpt.c_str(), (long long)tr.step_count());
-  }
+  save("end");
+  metrics.close();
   std::string png = a.get("plot");
   if (png != "none") {
-    // loss smoothed over ~100 points (blue, auto range), test accuracy per epoch (red, 0..1)
-    std::vector<double> sm;
-    size_t win = std::max<size_t>(1, step_loss.size() / 100);
-    for (size_t i = 0; i + win <= step_loss.size(); i += win)
-      sm.push_back(std::accumulate(step_loss.begin() + static_cast<long>(i), step_loss.begin() + static_cast<long>(i + win), 0.0) / double(win));
-    train::write_curves_png(png, {{sm, 0x1f77b4, 0, 0}, {epoch_acc, 0xd62728, 0, 1}});
-    std::printf("curves: %s (blue: training loss, red: test accuracy)\n", png.c_str());
+    render_plot(plotter, a.get("metrics"), png);
+    std::printf("curves: %s (from %s)\n", png.c_str(), a.get("metrics").c_str());
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 // seeded random inputs — legalized for each device and, where the device runs here, executed and
 // compared with the reference interpreter under one tolerance table keyed by (op, dtype).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,9 @@ struct ConformanceRow {
 };
 
 // Legalizes every case for `device` and, when `execute` and the device runs here, runs it.
-std::vector<ConformanceRow> run_conformance(const std::string& device, bool execute);
+// `progress` (optional) is called after each case with (cases done, total).
+std::vector<ConformanceRow> run_conformance(const std::string& device, bool execute,
+                                            const std::function<void(size_t, size_t)>& progress = {});
 // Markdown support matrix over all 16 devices (+ the cpu conformance results).
 std::string support_matrix_markdown(const std::vector<ConformanceRow>& cpu_rows);
 

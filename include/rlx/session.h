@@ -1,6 +1,7 @@
 // Compile a graph for a device and run it. Symbolic dims are specialized per concrete input
 // shape; each specialization is compiled once and cached (visible in the report).
 #pragma once
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +35,9 @@ class CompiledModel {
   // or when the device cannot execute on this machine.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // `run({x, w})`: a braced list of tensors is the graph-order form (without this overload the
+  // braces also match std::map's iterator-pair constructor and the call is ambiguous).
+  std::vector<Tensor> run(std::initializer_list<Tensor> inputs) { return run(std::vector<Tensor>(inputs)); }
   // Runs writing the outputs into caller-owned tensors (dtypes and shapes must match
   // the outputs; they must not alias any input). Lets a training loop keep its state in fixed
   // buffers (ping-pong between two sets) with no per-step allocation.

@@ -6,13 +6,13 @@ Build a graph, compile it for a device, run it on numpy arrays::
 
     g = rlx.Graph("mlp")
     x = g.input("x", "f32", ["batch", 4])
-    w = g.constant(np.ones((8, 4), np.float32))      # linear weights are [out, in]
+    w = g.constant(_np.ones((8, 4), _np.float32))      # linear weights are [out, in]
     y = g.op("linear", [x, w], activation="relu")    # kwargs become op attributes
     g.output(y, "y")
     print(g)                                         # the text form (.rlx)
 
     m = rlx.compile(g, device="cpu")
-    out = m.run({"x": np.zeros((2, 4), np.float32)})  # -> {"y": ndarray}
+    out = m.run({"x": _np.zeros((2, 4), _np.float32)})  # -> {"y": ndarray}
     print(m.report({"batch": 2}))                    # how each op was dispatched
 
 Conventions:
@@ -26,38 +26,40 @@ Conventions:
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any as _Any, Iterable as _Iterable, Mapping as _Mapping, Sequence as _Sequence, Union as _Union
 
-import numpy as np
+import numpy as _np
 
 from . import _rlx
 from ._rlx import DType, Error
 
 __all__ = [
-    "DType", "Error", "Graph", "Value", "CompiledModel", "dtype", "dtypes", "ops", "op_schema",
-    "parse", "load", "compile", "devices", "reference_run", "read_npy", "write_npy", "read_npz",
-    "write_npz",
+    "DType", "Error", "Graph", "Value", "CompiledModel", "InferenceSession", "NodeArg", "dtype", "dtypes",
+    "ops", "op_schema", "parse", "load", "model_kind", "compile", "devices", "reference_run", "read_npy",
+    "write_npy", "read_npz", "write_npz", "jvp", "vmap", "embed", "llm", "LanguageModel", "__version__",
 ]
+
+__version__: str = _rlx.version()  # the CMake project version
 
 # rlx dtype name -> numpy dtype (bf16 travels as float32).
 _NUMPY = {
-    "f32": np.float32, "f16": np.float16, "bf16": np.float32, "f64": np.float64,
-    "c64": np.complex64, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32,
-    "i64": np.int64, "bool": np.bool_, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "f32": _np.float32, "f16": _np.float16, "bf16": _np.float32, "f64": _np.float64,
+    "c64": _np.complex64, "i8": _np.int8, "u8": _np.uint8, "i16": _np.int16, "i32": _np.int32,
+    "i64": _np.int64, "bool": _np.bool_, "u16": _np.uint16, "u32": _np.uint32, "u64": _np.uint64,
 }
-_FROM_NUMPY = {np.dtype(v): k for k, v in _NUMPY.items() if k != "bf16"}
+_FROM_NUMPY = {_np.dtype(v): k for k, v in _NUMPY.items() if k != "bf16"}
 
-DTypeLike = Union[str, DType, np.dtype, type]
+_DTypeLike = _Union[str, DType, _np.dtype, type]
 
 
-def dtype(name: DTypeLike) -> DType:
+def dtype(name: _DTypeLike) -> DType:
     """The RLX dtype for a name ("f32", "bf16", "bool", ...), a DType, or a numpy dtype."""
     if isinstance(name, DType):
         return name
     if isinstance(name, str):
         return _rlx.dtype(name)
     try:
-        npd = np.dtype(name)
+        npd = _np.dtype(name)
     except TypeError:
         raise Error(f"[python] not a dtype: {name!r}") from None
     if npd not in _FROM_NUMPY:
@@ -83,23 +85,30 @@ def op_schema(op: str) -> dict:
     return _rlx.op_schema(op)
 
 
-def _array(a: Any) -> np.ndarray:
-    """A numpy array in native byte order (the copy into RLX happens in C++)."""
-    arr = np.asarray(a)
+def _array(a: _Any) -> _np.ndarray:
+    """A numpy array in native byte order (the copy into RLX happens in C++). Objects that speak
+    DLPack (PyTorch and JAX CPU arrays, CuPy on the host, ...) are viewed through it, without a copy."""
+    if not isinstance(a, _np.ndarray) and hasattr(a, "__dlpack__"):
+        try:
+            a = _np.from_dlpack(a)
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise Error(f"[python] cannot read {type(a).__name__} through DLPack: {e} (RLX reads host "
+                        f"memory: move the array to the CPU first)") from None
+    arr = _np.asarray(a)
     if arr.dtype.byteorder not in ("=", "|"):
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
 
 
-def _attr(v: Any) -> Any:
+def _attr(v: _Any) -> _Any:
     """Plain Python values for the C++ attribute converter (numpy scalars, dtypes, tuples)."""
     if isinstance(v, (DType, str, bool, int, float)):
         return v
-    if isinstance(v, np.ndarray):
+    if isinstance(v, _np.ndarray):
         return _array(v)
-    if isinstance(v, np.generic):
+    if isinstance(v, _np.generic):
         return v.item()
-    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+    if isinstance(v, _np.dtype) or (isinstance(v, type) and issubclass(v, _np.generic)):
         return _dtype(v)
     if isinstance(v, (list, tuple)):
         return [_attr(x) for x in v]
@@ -147,13 +156,13 @@ class Value:
         return f"<rlx.Value {self.graph._g.value_label(self.id)}: {self.dtype}[{shape}]>"
 
 
-ValueLike = Union[Value, int]
+_ValueLike = _Union[Value, int]
 
 
 class Graph:
     """A graph builder over RLX's HIR/MIR graph. ``str(g)`` is its text form."""
 
-    def __init__(self, name: str = "main", _g: Any = None):
+    def __init__(self, name: str = "main", _g: _Any = None):
         self._g = _g if _g is not None else _rlx.Graph()
         if _g is None:
             self._g.name = name
@@ -162,27 +171,27 @@ class Graph:
     def name(self) -> str:
         return self._g.name
 
-    def _id(self, v: ValueLike) -> int:
+    def _id(self, v: _ValueLike) -> int:
         if isinstance(v, Value):
             if v.graph is not self and v.graph._g is not self._g:
                 raise Error(f"[python] value {v!r} belongs to graph '{v.graph.name}', not this "
                             f"graph '{self.name}'")
             return v.id
-        if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        if isinstance(v, (int, _np.integer)) and not isinstance(v, bool):
             return int(v)
         raise Error(f"[python] expected a Value or value id, got {v!r}")
 
-    def input(self, name: str, dtype: DTypeLike, shape: Sequence[Union[int, str]]) -> Value:
+    def input(self, name: str, dtype: _DTypeLike, shape: _Sequence[_Union[int, str]]) -> Value:
         """Adds a graph input; `shape` holds ints and/or symbol names ("batch")."""
         return Value(self, self._g.add_input(name, _dtype(dtype), [_attr(d) for d in shape]))
 
-    def op(self, op: str, inputs: Iterable[ValueLike], *, node_name: str = "",
-           **attrs: Any) -> Union[Value, tuple]:
+    def op(self, op: str, inputs: _Iterable[_ValueLike], *, node_name: str = "",
+           **attrs: _Any) -> _Union[Value, tuple]:
         """Appends `op` (any op of the table, e.g. "linear", "add", "dot_general").
 
         Keyword arguments are the op's attributes, converted by its schema (rlx.op_schema(op)):
         ints, floats, strings, lists of ints/floats, dims (ints or symbol names), dtypes
-        (rlx.dtype("f16"), "f16" or np.float16) and tensors (numpy arrays). Returns a Value, or a
+        (rlx.dtype("f16"), "f16" or _np.float16) and tensors (numpy arrays). Returns a Value, or a
         tuple of Values for multi-output ops (sort, topk).
         """
         ids = [self._id(v) for v in inputs]
@@ -190,19 +199,19 @@ class Graph:
         vals = tuple(Value(self, i) for i in out)
         return vals[0] if len(vals) == 1 else vals
 
-    def constant(self, value: Any, dtype: DTypeLike | None = None) -> Value:
+    def constant(self, value: _Any, dtype: _DTypeLike | None = None) -> Value:
         """A constant from an array (copied). `dtype` casts first; bf16 rounds from float32."""
         if dtype is not None:
             dt = _dtype(dtype)
-            arr = np.asarray(value, dtype=_NUMPY[dt.name])
+            arr = _np.asarray(value, dtype=_NUMPY[dt.name])
             return Value(self, self._g.add_constant(_array(arr), dt))
         return Value(self, self._g.add_constant(_array(value), None))
 
-    def output(self, value: ValueLike, name: str | None = None) -> None:
+    def output(self, value: _ValueLike, name: str | None = None) -> None:
         """Marks a value as a graph output; `name` names it in the dicts run() returns."""
         self._g.add_output(self._id(value), name or None)
 
-    def type(self, value: ValueLike) -> tuple:
+    def type(self, value: _ValueLike) -> tuple:
         """(dtype name, shape text) of a value, e.g. ("f32", "[batch,4]")."""
         v = Value(self, self._id(value))
         return v.dtype, "[" + ",".join(str(d) for d in v.shape) + "]"
@@ -250,16 +259,35 @@ def parse(text: str, filename: str = "<text>") -> Graph:
     return Graph(_g=_rlx.parse(text, filename))
 
 
-def load(path: str) -> Graph:
-    """Loads a .rlx text file."""
-    return Graph(_g=_rlx.load(str(path)))
+def load(path: str, *, bind: _Mapping[str, int] | None = None,
+         input_shapes: _Mapping[str, _Sequence[int]] | None = None, batch: int = 1, seq: int = 8) -> Graph:
+    """Loads a model into a Graph, picking the reader by the file:
+
+    * ``.rlx`` (the text form), ``.onnx``, ``.rten``: the graph as stored; ``bind`` sizes symbolic
+      dims ({"batch": 2}) and ``input_shapes`` fixes input shapes ({"x": [2, 3]}) at import.
+    * a Hugging Face folder (``config.json`` with ``model_type`` bert or qwen3): a BERT encoder
+      (inputs input_ids, attention_mask, token_type_ids; output last_hidden_state), or a Qwen3
+      forward step over ``seq`` tokens of ``batch`` sequences (inputs ids, positions; outputs the
+      logits of every position, then each layer's K/V).
+    * ``.gguf``: a Qwen3 forward step as above, quantized projections kept packed.
+
+    Anything else raises rlx.Error naming the known formats.
+    """
+    return Graph(_g=_rlx.load_model(str(path), dict(bind or {}),
+                                    {str(k): [int(d) for d in v] for k, v in (input_shapes or {}).items()},
+                                    int(batch), int(seq)))
+
+
+def model_kind(path: str) -> str:
+    """What rlx.load would read `path` as: "rlx", "onnx", "rten", "gguf", "hf-bert" or "hf-qwen3"."""
+    return _rlx.model_kind(str(path))
 
 
 class CompiledModel:
     """A graph compiled for one device. Each concrete input shape is specialized once and cached."""
 
-    def __init__(self, graph: Graph, device: str = "cpu", force_common: Iterable[str] = (),
-                 force_native: Iterable[str] = (), fuse: bool = True, verify: bool = True):
+    def __init__(self, graph: Graph, device: str = "cpu", force_common: _Iterable[str] = (),
+                 force_native: _Iterable[str] = (), fuse: bool = True, verify: bool = True):
         self.graph = graph.copy()  # later edits to `graph` do not affect the compiled model
         self._m = _rlx.CompiledModel(graph._g, device, list(force_common), list(force_native),
                                      verify, fuse)
@@ -268,15 +296,15 @@ class CompiledModel:
     def device(self) -> str:
         return self._m.device
 
-    def run(self, inputs: Union[Mapping[str, Any], Sequence[Any], np.ndarray]):
+    def run(self, inputs: _Union[_Mapping[str, _Any], _Sequence[_Any], _np.ndarray]):
         """Runs the model.
 
         A dict {input name: array} returns a dict {output name: array} (an output is named by its
         value name, else "output_i"); a list of arrays in graph-input order returns a list.
         """
-        if isinstance(inputs, Mapping):
+        if isinstance(inputs, _Mapping):
             return self._m.run_dict({str(k): _array(v) for k, v in inputs.items()})
-        if isinstance(inputs, np.ndarray):
+        if isinstance(inputs, _np.ndarray):
             inputs = [inputs]
         return list(self._m.run_list([_array(a) for a in inputs]))
 
@@ -286,22 +314,22 @@ class CompiledModel:
         """The keys run() uses for outputs, in order."""
         return list(self._m.output_names())
 
-    def report(self, bindings: Mapping[str, int] | None = None) -> str:
+    def report(self, bindings: _Mapping[str, int] | None = None) -> str:
         """The dispatch table: per op and dtype, the path taken (native/common-IR/rewritten) and why.
 
         `bindings` sizes the symbolic dims ({"batch": 2}) when the model has not run yet.
         """
         return self._m.report_table(dict(bindings or {}))
 
-    def report_rows(self, bindings: Mapping[str, int] | None = None) -> list[dict]:
+    def report_rows(self, bindings: _Mapping[str, int] | None = None) -> list[dict]:
         """The dispatch report as dicts with keys op, dtype, path, count (int), reason."""
         return list(self._m.report_rows(dict(bindings or {})))
 
-    def report_notes(self, bindings: Mapping[str, int] | None = None) -> list[str]:
+    def report_notes(self, bindings: _Mapping[str, int] | None = None) -> list[str]:
         """Specializations, cache hits and rewrites applied."""
         return list(self._m.report_notes(dict(bindings or {})))
 
-    def dump(self, level: str = "hir", bindings: Mapping[str, int] | None = None) -> str:
+    def dump(self, level: str = "hir", bindings: _Mapping[str, int] | None = None) -> str:
         """The text of one level ("hir", "mir" or "lir") after lowering for `bindings`."""
         return self._m.dump(level, dict(bindings or {}))
 
@@ -318,8 +346,8 @@ class CompiledModel:
         return f"<rlx.CompiledModel '{self.graph.name}' on {self.device}>"
 
 
-def compile(graph: Graph, device: str = "cpu", force_common: Iterable[str] = (),  # noqa: A001
-            force_native: Iterable[str] = (), fuse: bool = True, verify: bool = True) -> CompiledModel:
+def compile(graph: Graph, device: str = "cpu", force_common: _Iterable[str] = (),  # noqa: A001
+            force_native: _Iterable[str] = (), fuse: bool = True, verify: bool = True) -> CompiledModel:
     """Compiles `graph` for `device`. force_common/force_native take op names (e.g. ["linear"])."""
     return CompiledModel(graph, device, force_common, force_native, fuse, verify)
 
@@ -329,9 +357,9 @@ def devices() -> list[dict]:
     return list(_rlx.devices())
 
 
-def reference_run(graph: Graph, inputs: Union[Sequence[Any], Mapping[str, Any]]) -> list[np.ndarray]:
+def reference_run(graph: Graph, inputs: _Union[_Sequence[_Any], _Mapping[str, _Any]]) -> list[_np.ndarray]:
     """Runs the reference interpreter (the oracle every device is tested against)."""
-    if isinstance(inputs, Mapping):
+    if isinstance(inputs, _Mapping):
         names = [v.name for v in graph.inputs]
         missing = [n for n in names if n not in inputs]
         if missing:
@@ -340,25 +368,178 @@ def reference_run(graph: Graph, inputs: Union[Sequence[Any], Mapping[str, Any]])
     return list(_rlx.reference_run(graph._g, [_array(a) for a in inputs]))
 
 
-def read_npy(path: str) -> np.ndarray:
+def read_npy(path: str) -> _np.ndarray:
     """Reads a .npy file with RLX's own reader (the one the C++ tools use)."""
     return _rlx.read_npy(str(path))
 
 
-def write_npy(path: str, array: Any) -> None:
+def write_npy(path: str, array: _Any) -> None:
     """Writes a .npy file atomically."""
     _rlx.write_npy(str(path), _array(array))
 
 
-def read_npz(path: str) -> dict[str, np.ndarray]:
+def read_npz(path: str) -> dict[str, _np.ndarray]:
     """Reads a .npz archive (stored or deflated entries) into a dict in archive order."""
     return _rlx.read_npz(str(path))
 
 
-def write_npz(path: str, arrays: Union[Mapping[str, Any], Sequence[tuple]]) -> None:
+def write_npz(path: str, arrays: _Union[_Mapping[str, _Any], _Sequence[tuple]]) -> None:
     """Writes a .npz archive (stored entries, in order) atomically."""
-    items = arrays.items() if isinstance(arrays, Mapping) else arrays
+    items = arrays.items() if isinstance(arrays, _Mapping) else arrays
     _rlx.write_npz(str(path), {str(k): _array(v) for k, v in items})
+
+
+# ---- ONNX Runtime-style sessions ---------------------------------------------------------------
+
+_ORT_TYPES = {"f32": "float", "f16": "float16", "bf16": "bfloat16", "f64": "double", "c64": "complex64",
+              "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "i64": "int64", "bool": "bool",
+              "u16": "uint16", "u32": "uint32", "u64": "uint64"}
+
+
+class NodeArg:
+    """An input or output of a session: ``name``, ``shape`` (ints, or symbol names for symbolic
+    dims), ``type`` in ONNX Runtime's spelling ("tensor(float)") and ``dtype`` (RLX's, "f32")."""
+
+    __slots__ = ("name", "shape", "type", "dtype")
+
+    def __init__(self, name: str, shape: list, dtype: str):
+        self.name, self.shape, self.dtype = name, shape, dtype
+        self.type = f"tensor({_ORT_TYPES.get(dtype, dtype)})"
+
+    def __repr__(self) -> str:
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+class InferenceSession:
+    """A model compiled for one device, run the way ONNX Runtime runs one::
+
+        sess = rlx.InferenceSession("model.onnx", device="cpu")
+        [i.name for i in sess.get_inputs()]
+        (y,) = sess.run(None, {"x": x})            # None: every output, in order
+        y = sess.run(["y"], {"x": x})[0]
+
+    ``model`` is a path (anything rlx.load reads; ``load_options`` go to it) or an rlx.Graph. Each new
+    input shape compiles once and is cached. Arrays may be numpy or any DLPack host array; results
+    are numpy arrays (hand them to ``torch.from_dlpack`` / ``jax.dlpack`` without a copy).
+    """
+
+    def __init__(self, model: _Union[str, Graph], device: str = "cpu", *, force_common: _Iterable[str] = (),
+                 force_native: _Iterable[str] = (), fuse: bool = True, **load_options: _Any):
+        self.graph = model if isinstance(model, Graph) else load(str(model), **load_options)
+        self._model = CompiledModel(self.graph, device, force_common, force_native, fuse)
+        g = self._model.graph
+        self._inputs = [NodeArg(v.name, v.shape, v.dtype) for v in g.inputs]
+        names = self._model.output_names()
+        self._outputs = [NodeArg(n, v.shape, v.dtype) for n, v in zip(names, g.outputs)]
+
+    @property
+    def device(self) -> str:
+        return self._model.device
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def get_providers(self) -> list[str]:
+        """The device, in the place ONNX Runtime lists execution providers."""
+        return [self.device]
+
+    def run(self, output_names: _Sequence[str] | None, input_feed: _Mapping[str, _Any]) -> list[_np.ndarray]:
+        """The outputs named in `output_names` (None or []: all), in that order."""
+        if not isinstance(input_feed, _Mapping):
+            raise Error("[python] InferenceSession.run takes (output_names, {input name: array})")
+        known = [i.name for i in self._inputs]
+        extra = [k for k in input_feed if k not in known]
+        if extra:
+            raise Error(f"[python] unknown input(s) {extra}; the model's inputs are {known}")
+        missing = [k for k in known if k not in input_feed]
+        if missing:
+            raise Error(f"[python] missing input(s) {missing}; the model's inputs are {known}")
+        out = self._model.run({k: input_feed[k] for k in known})
+        want = list(output_names) if output_names else [o.name for o in self._outputs]
+        bad = [n for n in want if n not in out]
+        if bad:
+            raise Error(f"[python] unknown output(s) {bad}; the model's outputs are {[o.name for o in self._outputs]}")
+        return [out[n] for n in want]
+
+    def report(self, bindings: _Mapping[str, int] | None = None) -> str:
+        """The dispatch table of the compiled model (see CompiledModel.report)."""
+        return self._model.report(bindings)
+
+    def __repr__(self) -> str:
+        return f"<rlx.InferenceSession '{self.graph.name}' on {self.device}: {len(self._inputs)} inputs>"
+
+
+# ---- model helpers --------------------------------------------------------------------------
+
+_EMBEDDERS: dict = {}
+
+
+def embed(model: str, sentences: _Union[str, _Sequence[str]], *, device: str = "cpu",
+          batch_size: int = 32) -> _np.ndarray:
+    """Sentence embeddings f32 [N, hidden] from a Hugging Face / sentence-transformers BERT folder
+    (e.g. all-MiniLM-L6-v2): WordPiece tokenization, the encoder, the folder's pooling and
+    normalization, as `rlx embed` computes them. The compiled model is kept per (folder, device)."""
+    key = (str(model), device)
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = _rlx.SentenceEmbedder(str(model), device)
+    return _EMBEDDERS[key].embed([sentences] if isinstance(sentences, str) else list(sentences), int(batch_size))
+
+
+class LanguageModel:
+    """A Qwen3 decoder (HF folder or .gguf, quantized weights kept packed) with a KV cache::
+
+        lm = rlx.llm("tiny-Q4_0.gguf", device="cpu")
+        lm.generate([1, 2, 3], max_new=8)               # greedy -> list of new token ids
+    """
+
+    def __init__(self, path: str, device: str = "cpu", keep_packed: bool = True):
+        self.path, self.device = str(path), device
+        self._m = _rlx.Qwen3Model(self.path, device, keep_packed)
+
+    @property
+    def vocab(self) -> int:
+        return self._m.vocab
+
+    @property
+    def context(self) -> int:
+        """Positions the model was trained for (0: not stated)."""
+        return self._m.context
+
+    def generate(self, prompt_ids: _Sequence, max_new: int = 32, *, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, seed: int = 0, eos: int = -1) -> list:
+        """New token ids after `prompt_ids` (one prompt: a list of ids; several of equal length: a
+        list of lists, answered in kind). Greedy at temperature 0, else seeded sampling."""
+        rows = [list(prompt_ids)] if prompt_ids and not isinstance(prompt_ids[0], (list, tuple, _np.ndarray)) \
+            else [list(p) for p in prompt_ids]
+        out = self._m.generate([[int(t) for t in r] for r in rows], int(max_new), float(temperature), int(top_k),
+                               float(top_p), int(seed), int(eos))
+        return out[0] if rows and len(rows) == 1 and not isinstance(prompt_ids[0], (list, tuple, _np.ndarray)) \
+            else out
+
+    def __repr__(self) -> str:
+        return f"<rlx.LanguageModel {self.path!r} on {self.device}>"
+
+
+def llm(path: str, device: str = "cpu", keep_packed: bool = True) -> LanguageModel:
+    """Loads a Qwen3 decoder for generation (see LanguageModel)."""
+    return LanguageModel(path, device, keep_packed)
+
+
+# ---- program transforms (src/autodiff) -------------------------------------------------------
+
+def jvp(graph: Graph) -> Graph:
+    """Forward mode: inputs = graph's inputs then one tangent per float input ("t_<name>");
+    outputs = graph's outputs then the tangent of each float output."""
+    return Graph(_g=_rlx.jvp(graph._g))
+
+
+def vmap(graph: Graph, size: int, batched: _Sequence[int] = ()) -> Graph:
+    """Every input listed in `batched` (default: all) gains a leading axis of `size`; so does every
+    output. Batching rules where they exist, per-element unrolling elsewhere (never fails)."""
+    return Graph(_g=_rlx.vmap(graph._g, int(size), [int(i) for i in batched]))
 
 
 # stop_gradient: identity in value; autodiff (rlx.train.value_and_grad, the Trainer) passes
@@ -376,3 +557,5 @@ __all__.append("stop_gradient")
 from . import train  # noqa: E402
 # Sparse CSR matrices, ops and solvers: rlx.sparse (python/rlx/sparse.py)
 from . import sparse  # noqa: E402
+
+del annotations  # the __future__ import; not part of the API

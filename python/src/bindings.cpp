@@ -18,6 +18,10 @@
 #include "rlx/text.h"
 // Training: autodiff transforms, the compiled train step, the MNIST model builders.
 #include "autodiff/autodiff.h"
+#include "models/bert/bert.h"
+#include "models/generate.h"
+#include "models/load_model.h"
+#include "models/qwen3/qwen3.h"
 #include "models/mlp.h"
 #include "rlx/builder.h"
 #include "train/train.h"
@@ -545,7 +549,69 @@ NB_MODULE(_rlx, m) {
     write_npz(p, v);
   }, "path"_a, "arrays"_a);
 
+  // ---- model files ----------------------------------------------------------------------------
+  m.def("model_kind", &models::model_kind, "path"_a);
+  m.def("load_model",
+        [](const std::string& path, const nb::dict& bind, const nb::dict& shapes, int64_t batch, int64_t seq) {
+          models::ModelLoadOptions o;
+          for (auto [k, v] : bind) o.import.bind[nb::cast<std::string>(k)] = nb::cast<int64_t>(v);
+          for (auto [k, v] : shapes) o.import.input_shapes[nb::cast<std::string>(k)] = nb::cast<std::vector<int64_t>>(v);
+          o.batch = batch;
+          o.seq = seq;
+          return models::load_model(path, o);
+        },
+        "path"_a, "bind"_a, "input_shapes"_a, "batch"_a = 1, "seq"_a = 8);
+  m.def("version", [] { return std::string(RLX_VERSION); });
+
+  // ---- model helpers: sentence embeddings (BERT folders) and generation (Qwen3) ---------------
+  nb::class_<models::SentenceEmbedder>(m, "SentenceEmbedder")
+      .def(nb::init<const std::string&, const std::string&>(), "dir"_a, "device"_a = "cpu")
+      .def("embed",
+           [](models::SentenceEmbedder& e, const std::vector<std::string>& sentences, int64_t batch) {
+             return to_numpy(e.embed(sentences, batch));
+           },
+           "sentences"_a, "batch_size"_a = 32)
+      .def_prop_ro("hidden", [](const models::SentenceEmbedder& e) { return e.config().hidden; })
+      .def_prop_ro("max_seq_length", &models::SentenceEmbedder::max_seq_length);
+  nb::class_<models::Qwen3Model>(m, "Qwen3Model")
+      .def("__init__",
+           [](models::Qwen3Model* self, const std::string& path, const std::string& device, bool keep_packed) {
+             models::LoadOptions lo;
+             lo.keep_packed = keep_packed;
+             new (self) models::Qwen3Model(models::load_qwen3(path, lo), device);
+           },
+           "path"_a, "device"_a = "cpu", "keep_packed"_a = true)
+      .def_prop_ro("vocab", &models::Qwen3Model::vocab)
+      .def_prop_ro("context", [](const models::Qwen3Model& q) { return q.weights().cfg.context; })
+      .def("generate",
+           [](models::Qwen3Model& q, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new,
+              double temperature, int64_t top_k, double top_p, uint64_t seed, int64_t eos) {
+             RLX_CHECK(!prompts.empty() && !prompts[0].empty(), "[python] generate: empty prompt");
+             for (auto& p : prompts) {
+               RLX_CHECK(p.size() == prompts[0].size(), "[python] generate: prompts must have equal lengths");
+               for (auto id : p)
+                 RLX_CHECK(id >= 0 && id < q.vocab(), "[python] generate: token id ", id, " is outside the vocabulary (",
+                           q.vocab(), " ids)");
+             }
+             int64_t ctx = q.weights().cfg.context, want = static_cast<int64_t>(prompts[0].size()) + max_new;
+             RLX_CHECK(max_new >= 0 && (ctx <= 0 || want <= ctx), "[python] generate: prompt + max_new = ", want,
+                       " positions exceeds the model's context of ", ctx);
+             RLX_CHECK(temperature >= 0 && top_k >= 0 && top_p > 0 && top_p <= 1,
+                       "[python] generate: temperature >= 0, top_k >= 0, 0 < top_p <= 1");
+             models::SamplingOptions so;
+             so.temperature = temperature;
+             so.top_k = top_k;
+             so.top_p = top_p;
+             so.seed = seed;
+             return models::generate(q, prompts, max_new, so, eos);
+           },
+           "prompts"_a, "max_new"_a = 32, "temperature"_a = 0.0, "top_k"_a = 0, "top_p"_a = 1.0, "seed"_a = 0,
+           "eos"_a = -1);
+
   // ---- training --------------------------------------------------------------------------------
+  m.def("jvp", [](const Graph& g) { return ad::jvp(g); }, "graph"_a);
+  m.def("vmap", [](const Graph& g, int64_t size, const std::vector<int>& batched) { return ad::vmap(g, size, batched); },
+        "graph"_a, "size"_a, "batched"_a = std::vector<int>{});
   m.def("value_and_grad", [](const Graph& g, const std::vector<int>& wrt) { return ad::value_and_grad(g, wrt); },
         "graph"_a, "wrt"_a = std::vector<int>{});
   m.def("grad", [](const Graph& g, const std::vector<int>& wrt) { return ad::grad(g, wrt); }, "graph"_a,
@@ -626,8 +692,8 @@ NB_MODULE(_rlx, m) {
       .def_prop_ro("step_count", &train::Trainer::step_count)
       .def_prop_ro("lr", &train::Trainer::current_lr)
       .def("step_graph", [](const train::Trainer& t) { return t.step_graph(); })
-      .def("save", &train::Trainer::save, "path"_a)
-      .def("load", &train::Trainer::load, "path"_a)
+      .def("save", [](const train::Trainer& t, const std::string& p) { t.save(p); }, "path"_a)
+      .def("load", [](train::Trainer& t, const std::string& p) { t.load(p); }, "path"_a)
       .def("profile", [](train::Trainer& t) { return t.compiled().profile(); })
       .def("amp_report", [](const train::Trainer& t) { return t.amp_report().table(); })
       .def_prop_ro("loss_scale", &train::Trainer::loss_scale)

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "commands.h"
+#include "formats/onnx/onnx.h"
 #include "rlx/npy.h"
 #include "rlx/text.h"
 
@@ -38,3 +39,10 @@ int inspect_onnx_file(const std::string& path) { no_onnx(path); }
 int cmd_onnx_suite(const Args&) { no_onnx("onnx-suite"); }
 
 }  // namespace rlx::cli
+
+// models::load_model (rlx bench) reaches the importer through this one entry point.
+namespace rlx::onnx {
+Graph load_onnx(const std::string& path, const ImportOptions&) {
+  fail("[onnx] this build has no ONNX importer (device build without protobuf): ", path);
+}
+}  // namespace rlx::onnx

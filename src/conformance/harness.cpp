@@ -56,10 +56,13 @@ double compare(const Tensor& got, const Tensor& want, Tolerance tol, bool* ok) {
 
 }  // namespace
 
-std::vector<ConformanceRow> run_conformance(const std::string& device, bool execute) {
+std::vector<ConformanceRow> run_conformance(const std::string& device, bool execute,
+                                            const std::function<void(size_t, size_t)>& progress) {
   std::vector<ConformanceRow> rows;
   const DeviceInfo& dev = device_info(device);
-  for (auto& c : conformance_cases()) {
+  const auto cases = conformance_cases();
+  for (auto& c : cases) {
+    if (progress) progress(rows.size(), cases.size());
     ConformanceRow r;
     r.op = op_name(c.op), r.dtype = dtype_name(c.dtype), r.device = device;
     try {
@@ -99,6 +102,7 @@ std::vector<ConformanceRow> run_conformance(const std::string& device, bool exec
     }
     rows.push_back(r);
   }
+  if (progress) progress(rows.size(), cases.size());
   return rows;
 }
 

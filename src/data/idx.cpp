@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -82,12 +83,35 @@ Tensor to_images(const Tensor& raw, int64_t from, int64_t count) {
   for (int64_t i = 0; i < count * px; ++i) d[i] = static_cast<float>(s[i]) / 255.0f;
   return x;
 }
-Tensor to_labels(const Tensor& raw, int64_t from, int64_t count) {
+// Labels are class ids 0..9: one outside would train silently against an all-zero one-hot target.
+Tensor to_labels(const Tensor& raw, int64_t from, int64_t count, const std::string& file) {
   RLX_CHECK(raw.dtype() == DType::u8 && raw.rank() == 1, "[idx] labels must be u8 [N]");
+  RLX_CHECK(from + count <= raw.shape()[0], "[data] ", file, ": ", raw.shape()[0], " labels, ", from + count, " needed");
   Tensor y(DType::i64, {count});
-  for (int64_t i = 0; i < count; ++i) y.data<int64_t>()[i] = raw.data<uint8_t>()[from + i];
+  for (int64_t i = 0; i < count; ++i) {
+    int v = raw.data<uint8_t>()[from + i];
+    RLX_CHECK(v < 10, "[data] ", file, ": label ", v, " at index ", from + i, " is outside the 10 classes 0..9");
+    y.data<int64_t>()[i] = v;
+  }
   return y;
 }
+// The MNIST folder when --data-dir is not given: $RLX_MNIST_DIR, else shared/data/mnist beside the
+// checkout that holds the running binary (<checkout>/<build>/bin/rlx), never the working directory.
+std::string default_mnist_dir() {
+  if (const char* e = std::getenv("RLX_MNIST_DIR"); e && *e) return e;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::string tried;
+  if (!ec)
+    for (auto rel : {"../../../shared/data/mnist", "../../shared/data/mnist"}) {
+      auto p = (exe.parent_path() / rel).lexically_normal();
+      if (std::filesystem::is_directory(p)) return p.string();
+      tried += (tried.empty() ? "" : ", ") + p.string();
+    }
+  fail("[data] MNIST not found (looked in ", tried.empty() ? std::string("nothing: /proc/self/exe unreadable") : tried,
+       "); pass --data-dir DIR holding t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz], or set RLX_MNIST_DIR");
+}
+
 std::string find(const std::string& dir, const std::string& stem) {
   for (const char* ext : {".gz", ""}) {
     std::string p = dir + "/" + stem + ext;
@@ -105,21 +129,23 @@ Dataset load_dataset(const std::string& which, std::string dir) {
     if (dir.empty()) dir = "/usr/share/datasets/fashion-mnist";
     RLX_CHECK(std::filesystem::exists(dir), "[data] Fashion-MNIST not found at '", dir,
               "' (install the Debian package dataset-fashion-mnist: scripts/bootstrap.sh)");
-    Tensor xi = read_idx(find(dir, "train-images-idx3-ubyte")), yi = read_idx(find(dir, "train-labels-idx1-ubyte"));
-    Tensor xt = read_idx(find(dir, "t10k-images-idx3-ubyte")), yt = read_idx(find(dir, "t10k-labels-idx1-ubyte"));
+    std::string fyi = find(dir, "train-labels-idx1-ubyte"), fyt = find(dir, "t10k-labels-idx1-ubyte");
+    Tensor xi = read_idx(find(dir, "train-images-idx3-ubyte")), yi = read_idx(fyi);
+    Tensor xt = read_idx(find(dir, "t10k-images-idx3-ubyte")), yt = read_idx(fyt);
     ds.train_x = to_images(xi, 0, xi.shape()[0]);
-    ds.train_y = to_labels(yi, 0, yi.shape()[0]);
+    ds.train_y = to_labels(yi, 0, xi.shape()[0], fyi);
     ds.test_x = to_images(xt, 0, xt.shape()[0]);
-    ds.test_y = to_labels(yt, 0, yt.shape()[0]);
+    ds.test_y = to_labels(yt, 0, xt.shape()[0], fyt);
   } else if (which == "mnist") {
-    if (dir.empty()) dir = "../shared/data/mnist";
-    Tensor x = read_idx(find(dir, "t10k-images-idx3-ubyte")), y = read_idx(find(dir, "t10k-labels-idx1-ubyte"));
+    if (dir.empty()) dir = default_mnist_dir();
+    std::string fy = find(dir, "t10k-labels-idx1-ubyte");
+    Tensor x = read_idx(find(dir, "t10k-images-idx3-ubyte")), y = read_idx(fy);
     int64_t n = x.shape()[0];
     RLX_CHECK(n == 10000 && y.shape()[0] == n, "[data] expected the 10k MNIST test set in '", dir, "'");
     ds.train_x = to_images(x, 0, 8000);
-    ds.train_y = to_labels(y, 0, 8000);
+    ds.train_y = to_labels(y, 0, 8000, fy);
     ds.test_x = to_images(x, 8000, 2000);
-    ds.test_y = to_labels(y, 8000, 2000);
+    ds.test_y = to_labels(y, 8000, 2000, fy);
   } else {
     fail("[data] unknown dataset '", which, "' (fashion|mnist)");
   }

@@ -94,14 +94,20 @@ std::map<std::string, SafeTensors::Entry> parse_safetensors_header(const std::st
     const DTypeName* d = find_dtype(e.dtype);
     if (!d) bad("unknown dtype '" + e.dtype + "'");
     uint64_t count = 1;
+    bool overflow = false;  // the element count passes 2^64 (reported with the shape as written)
+    std::string shape_text;
     for (auto& s : v["shape"]) {
       if (!s.is_number_unsigned()) bad("shape entries must be non-negative integers");
       uint64_t n = s.get<uint64_t>();
-      if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || (n && count > UINT64_MAX / n))
-        bad("shape overflows");
-      count *= n;
+      shape_text += (shape_text.empty() ? "" : ",") + std::to_string(n);
+      if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
+      if (n && count > UINT64_MAX / n) overflow = true;
+      if (!overflow) count *= n;
       e.shape.push_back(static_cast<int64_t>(n));
     }
+    shape_text = "[" + shape_text + "]";
+    if (overflow || count > UINT64_MAX / d->size)
+      bad(e.dtype + " shape " + shape_text + " needs more than 2^64 bytes");
     for (auto& o : v["data_offsets"])
       if (!o.is_number_unsigned()) bad("data_offsets must be non-negative integers");
     uint64_t b = v["data_offsets"][0].get<uint64_t>(), en = v["data_offsets"][1].get<uint64_t>();
@@ -109,8 +115,8 @@ std::map<std::string, SafeTensors::Entry> parse_safetensors_header(const std::st
     if (en > data_size)
       bad("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] past the data section (" +
           std::to_string(data_size) + " bytes; file truncated?)");
-    if (count > UINT64_MAX / d->size || en - b != count * d->size)
-      bad("holds " + std::to_string(en - b) + " bytes but " + e.dtype + " shape needs " +
+    if (en - b != count * d->size)
+      bad("holds " + std::to_string(en - b) + " bytes but " + e.dtype + " shape " + shape_text + " needs " +
           std::to_string(count * d->size));
     e.begin = b;
     e.end = en;

@@ -249,7 +249,7 @@ std::string exact(double v) {  // hex float: round-trips bit-exactly through str
 }
 }  // namespace
 
-void Trainer::save(const std::string& path) const {
+void Trainer::save(const std::string& path, const std::map<std::string, std::string>& extra) const {
   std::vector<std::pair<std::string, Tensor>> ts;
   int S = state_per_param(opt_);
   const auto& P = params();
@@ -257,8 +257,10 @@ void Trainer::save(const std::string& path) const {
   for (int i = 0; i < num_params_; ++i) ts.push_back({"param." + std::to_string(i), P[i]});
   for (int i = 0; i < num_params_; ++i)
     for (int j = 0; j < S; ++j) ts.push_back({"state." + std::to_string(i) + "." + std::to_string(j), St[i * S + j]});
-  std::map<std::string, std::string> meta = {
-      {"step", std::to_string(step_)}, {"optimizer", opt_.kind}, {"format", "rlx-train-v1"}};
+  std::map<std::string, std::string> meta = extra;
+  meta["step"] = std::to_string(step_);
+  meta["optimizer"] = opt_.kind;
+  meta["format"] = "rlx-train-v1";
   if (amp_.loss_scaling()) {
     meta["amp"] = dtype_name(amp_.dtype);
     meta["loss_scale"] = exact(amp_value(0));
@@ -268,7 +270,7 @@ void Trainer::save(const std::string& path) const {
   write_safetensors(path, ts, meta);
 }
 
-void Trainer::load(const std::string& path) {
+std::map<std::string, std::string> Trainer::load(const std::string& path) {
   SafeTensors file = SafeTensors::open(path);
   int S = state_per_param(opt_);
   auto meta = file.metadata();
@@ -321,6 +323,7 @@ void Trainer::load(const std::string& path) {
     exe_->resident_write(at + 1, Tensor::from(DType::f32, {}, std::vector<float>{static_cast<float>(good)}));
     exe_->resident_write(at + 2, Tensor::from(DType::f32, {}, std::vector<float>{static_cast<float>(skipped)}));
   }
+  return meta;
 }
 
 }  // namespace rlx::train

@@ -2,6 +2,7 @@
 // update) compiled into ONE graph, state kept in fixed buffers across steps, safetensors checkpoints.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -106,9 +107,10 @@ class Trainer {
   // Checkpoints: params "param.<i>", state "state.<i>.<j>", metadata: step, optimizer, and with f16
   // loss scaling the scale, its growth counter and the skipped-step count. Loading restores all
   // of it, so training continues bit-identically (params, state, lr schedule, Adam bias
-  // correction, loss scale).
-  void save(const std::string& path) const;
-  void load(const std::string& path);
+  // correction, loss scale). `extra` adds metadata entries of the caller's (a training loop's
+  // epoch, data position and shuffle RNG: tools/train_mnist.cpp); load returns all metadata.
+  void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const;
+  std::map<std::string, std::string> load(const std::string& path);
 
  private:
   OptimizerConfig opt_;

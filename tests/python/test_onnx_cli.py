@@ -114,3 +114,24 @@ def test_compile_bind_must_name_a_dim_of_the_model(tmp_path):
     r = subprocess.run([rlx_bin(), "compile", model, "--bind", "m=2"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("rlx: [cli] ") and "'m'" in r.stderr and "symbolic dims: n" in r.stderr, r.stderr
+
+
+def test_input_shape_errors_name_the_graph_input(tmp_path):
+    """A fed array that does not fit the declared input is reported against that input (as ONNX
+    Runtime does), not against the first node that trips on it."""
+    rng = np.random.default_rng(0)
+    m = make_model([h.make_node("Gemm", ["x", "W"], ["h"]), h.make_node("Relu", ["h"], ["y"])], "gemm",
+                   [h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])],
+                   [h.make_tensor_value_info("y", T.FLOAT, ["batch", 3])],
+                   [nh.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W")])
+    model = str(tmp_path / "gemm.onnx")
+    with open(model, "wb") as f:
+        f.write(m.SerializeToString())
+    for shape, why in (((2, 5), "dim 1 is 4"), ((2, 4, 1), "rank 3 vs 2")):
+        x = str(tmp_path / "x.npy")
+        np.save(x, np.zeros(shape, np.float32))
+        r = subprocess.run([rlx_bin(), "run", model, "--input", f"x={x}"], capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0
+        want = f"input 'x': shape [{','.join(map(str, shape))}] does not match the model's [batch,4] ({why})"
+        assert want in r.stderr, r.stderr
+        assert "Gemm" not in r.stderr and "node" not in r.stderr, r.stderr

@@ -3,6 +3,7 @@ spec leaves undefined (a float cast out of a fixed-point type's range) are not c
 element is."""
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -96,3 +97,19 @@ def test_runner_runs_on_the_device_asked_for(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         res = json.loads(out.read_text())
         assert res["device"] == dev and res["passed"] == 1, res
+
+
+def test_long_runs_report_progress_on_stderr(tmp_path):
+    """onnx-suite and ops tell how far they are; into a log (not a terminal) as plain lines."""
+    for i in range(3):
+        add_case(str(tmp_path), f"test_add_{i}", [2.0, 4.0])
+    r = suite(str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rlx onnx-suite: cases: 3/3 (100%)" in r.stderr and "0 failed" in r.stderr, r.stderr
+    assert "\r" not in r.stderr
+    o = subprocess.run([rlx_bin(), "ops", "--device", "cpu", "--quiet"], capture_output=True, text=True, timeout=600)
+    assert "rlx ops" not in o.stderr  # --quiet: no progress either
+    o = subprocess.run([rlx_bin(), "ops", "--device", "cpu"], capture_output=True, text=True, timeout=600)
+    assert o.returncode == 0, o.stdout + o.stderr
+    assert re.search(r"rlx ops cpu: op x dtype cases: (\d+)/\1 \(100%\)", o.stderr), o.stderr
+    assert "\r" not in o.stderr

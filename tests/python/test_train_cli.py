@@ -39,7 +39,7 @@ def test_train_mnist_cli_checkpoint_and_resume(tmp_path):
     ck = str(tmp_path / "ck.safetensors")
     args = [exe, "train-mnist", "--data", "mnist", "--data-dir", DATA, "--epochs", "1", "--batch", "64",
             "--max-steps", "60", "--lr", "0.1", "--momentum", "0.9", "--quiet", "--checkpoint", ck,
-            "--plot", str(tmp_path / "curves.png")]
+            "--metrics", str(tmp_path / "m.csv"), "--plot", str(tmp_path / "curves.png")]
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     acc = float(re.search(r"test acc ([0-9.]+)", r.stdout).group(1))
@@ -50,7 +50,7 @@ def test_train_mnist_cli_checkpoint_and_resume(tmp_path):
     assert np.isfinite(tensors["param.0"]).all()
     with open(tmp_path / "curves.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    r2 = subprocess.run(args[:-4] + ["--resume", ck, "--checkpoint", "none", "--plot", "none"], capture_output=True,
+    r2 = subprocess.run(args[:-6] + ["--resume", ck, "--checkpoint", "none", "--plot", "none", "--metrics", "none"], capture_output=True,
                         text=True, timeout=300)
     assert r2.returncode == 0, r2.stderr
 
@@ -88,7 +88,7 @@ def test_train_mnist_cli_fashion_mlp_reaches_85_percent_in_5_epochs():
     assert exe, "rlx binary not found (build it, or set RLX_BIN)"
     assert os.path.isdir(FASHION), f"{FASHION} missing: run scripts/bootstrap.sh (apt dataset-fashion-mnist)"
     acc = final_accuracy([exe, "train-mnist", "--data", "fashion", "--epochs", "5", "--batch", "128", "--lr", "0.1",
-                          "--momentum", "0.9", "--seed", "0", "--quiet", "--checkpoint", "none", "--plot", "none"])
+                          "--momentum", "0.9", "--seed", "0", "--quiet", "--checkpoint", "none", "--plot", "none", "--metrics", "none"])
     assert acc >= 0.85
 
 
@@ -98,7 +98,7 @@ def test_train_mnist_cli_mnist_split_reaches_94_percent_in_5_epochs():
     assert exe, "rlx binary not found (build it, or set RLX_BIN)"
     acc = final_accuracy([exe, "train-mnist", "--data", "mnist", "--data-dir", DATA, "--epochs", "5", "--batch", "64",
                           "--lr", "0.1", "--momentum", "0.9", "--seed", "0", "--quiet", "--checkpoint", "none",
-                          "--plot", "none"])
+                          "--plot", "none", "--metrics", "none"])
     assert acc >= 0.94
 
 

@@ -1,6 +1,8 @@
 // The `rlx` command end to end: exit codes and messages for good and bad input.
 #include <gtest/gtest.h>
 
+#include "rlx/safetensors.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -119,7 +121,7 @@ TEST(Cli, RunWritesNpz) {
 namespace {
 
 const std::vector<std::string> kCommands = {"devices", "compile", "run",         "inspect", "generate",
-                                            "embed",   "onnx-suite", "train-mnist", "ops",  "help"};
+                                            "embed",   "onnx-suite", "train-mnist", "bench", "ops", "help"};
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -344,13 +346,36 @@ TEST(Cli, RunOutputNpyWritesOneArray) {
 
 TEST(Cli, UnknownModelExtensionsNameTheKnownFormats) {
   std::string st = tmpfile("weights.safetensors", "not a graph");
-  for (const char* cmd : {"compile ", "run ", "inspect "}) {
+  for (const char* cmd : {"compile ", "run "}) {
     auto r = run_rlx(cmd + st);
     EXPECT_EQ(r.code, 2) << cmd << r.out;
     EXPECT_TRUE(has(r.out, "unknown model format")) << r.out;
     EXPECT_TRUE(has(r.out, ".rlx") && has(r.out, ".onnx") && has(r.out, ".rten")) << r.out;
+    EXPECT_TRUE(has(r.out, "holds weights, not a graph")) << r.out;
     EXPECT_FALSE(has(r.out, "[parse]")) << r.out;
   }
+  auto bad = run_rlx("inspect " + st);  // read as safetensors: its own error, not the .rlx parser's
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_TRUE(has(bad.out, "[safetensors]")) << bad.out;
+  auto other = run_rlx("inspect " + tmpfile("w.bin", "x"));
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_TRUE(has(other.out, "unknown model format") && has(other.out, ".safetensors")) << other.out;
+}
+
+TEST(Cli, InspectAndRunReadSafetensors) {
+  std::string p = testing::TempDir() + "cli_weights.safetensors";
+  rlx::Tensor x(rlx::DType::f32, {2, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, 0.1 * static_cast<double>(i % 5));
+  rlx::write_safetensors(p, {{"x", x}, {"bias", rlx::Tensor(rlx::DType::bf16, {3})}}, {{"source", "test"}});
+  auto r = run_rlx("inspect " + p);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "tensors: 2") && has(r.out, "x  F32[2,8]") && has(r.out, "bias  BF16[3]")) << r.out;
+  EXPECT_TRUE(has(r.out, "metadata source: test")) << r.out;
+  auto run = run_rlx("run " + ex("mlp.rlx") + " --input x=" + p, true);
+  auto npy = run_rlx("run " + ex("mlp.rlx") + " --input x=" + mlp_input(), true);
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(run.out, npy.out);  // the same array from either file
+  EXPECT_EQ(run_rlx("run " + ex("mlp.rlx") + " --input y=" + p).code, 1);
 }
 
 TEST(Cli, TrainMnistChecksOutputsBeforeTraining) {
@@ -363,4 +388,31 @@ TEST(Cli, TrainMnistChecksOutputsBeforeTraining) {
   }
   expect_usage_error("train-mnist --checkpoint " + testing::TempDir(), {"it is a folder"});
   expect_usage_error("train-mnist --resume /nonexistent-dir/c.safetensors", {"does not exist"});
+}
+
+TEST(Cli, BenchReportsLatencyAsJsonRows) {
+  std::string out = testing::TempDir() + "bench_mlp.json";
+  auto r = run_rlx("bench " + ex("mlp.rlx") + " --batch 3 --runs 5 --warmup 1 --json " + out, true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "inputs x f32[3,8]") && has(r.out, "p50") && has(r.out, "p90")) << r.out;
+  std::ifstream f(out);
+  nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["runs"], 5);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  const auto& row = j["rows"][0];
+  EXPECT_EQ(row["system"], "rlx");
+  EXPECT_EQ(row["device"], "cpu");
+  EXPECT_EQ(row["batch"], 3);
+  EXPECT_GT(row["p50_ms"].get<double>(), 0);
+  EXPECT_GE(row["p90_ms"].get<double>(), row["p50_ms"].get<double>());
+  EXPECT_NEAR(row["throughput"].get<double>(), 3 * 1000.0 / row["p50_ms"].get<double>(), 1e-3 * row["throughput"].get<double>());
+  // A decoder from a GGUF file: one forward step over --seq tokens.
+  auto g = run_rlx("bench " + std::string(RLX_SOURCE_DIR) + "/tests/models/qwen3/tiny-Q4_0.gguf --seq 4 --runs 2 --json -", true);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_TRUE(has(g.out, "ids i64[1,4]") && has(g.out, "\"seq\": 4")) << g.out;
+  expect_usage_error("bench " + ex("mlp.rlx") + " --bind nosuch=3", {"no symbolic dim 'nosuch'"});
+  expect_usage_error("bench " + ex("mlp.rlx") + " --runs 0", {"--runs"});
+  auto bad = run_rlx("bench " + tmpfile("w.safetensors", "x"));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_TRUE(has(bad.out, "unknown model format") && has(bad.out, "weights only")) << bad.out;
 }

@@ -109,7 +109,12 @@ TEST_F(SafeTensorsTest, MalformedFiles) {
   expect_error(raw_file("{not json", d8), "not valid JSON");
   expect_error(raw_file("[1,2]", d8), "JSON object");
   expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", d8), "past the data section");
-  expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", d8), "shape needs 12");
+  expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", d8), "F32 shape [3] needs 12");
+  // A byte count past 2^64 names the shape as written, not a wrapped product.
+  expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}})", d8),
+               "F32 shape [4294967296,4294967296,4] needs more than 2^64 bytes");
+  expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,8]}})", d8),
+               "F32 shape [4611686018427387904] needs more than 2^64 bytes");
   expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", d8),
                "overlap");
   expect_error(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", d8), "begin");

@@ -409,7 +409,35 @@ Shape shape_of(const ::onnx::ValueInfoProto& vi, const ImportOptions& o, const s
     for (auto& d : tt.shape().dim())
       if (d.has_dim_param() && !d.dim_param().empty()) o.dim_params->insert(d.dim_param());
   auto it = o.input_shapes.find(vi.name());
-  if (it != o.input_shapes.end()) return to_shape(it->second);
+  if (it != o.input_shapes.end()) {
+    // The array about to be fed must fit the declared input (as ONNX Runtime checks) before any
+    // node sees it, so a mismatch names the input rather than the first node that trips on it.
+    if (tt.has_shape()) {
+      const std::vector<int64_t>& got = it->second;
+      std::string decl;
+      for (auto& d : tt.shape().dim())
+        decl += (decl.empty() ? "" : ",") + (d.has_dim_value() ? std::to_string(d.dim_value())
+                                              : d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : "?");
+      std::string given;
+      for (auto v : got) given += (given.empty() ? "" : ",") + std::to_string(v);
+      auto mismatch = [&](const std::string& why) {
+        fail("[onnx] input '", vi.name(), "': shape [", given, "] does not match the model's [", decl, "] (", why, ")");
+      };
+      if (static_cast<int>(got.size()) != tt.shape().dim_size())
+        mismatch("rank " + std::to_string(got.size()) + " vs " + std::to_string(tt.shape().dim_size()));
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto& d = tt.shape().dim(i);
+        if (d.has_dim_value() && d.dim_value() != got[static_cast<size_t>(i)])
+          mismatch("dim " + std::to_string(i) + " is " + std::to_string(d.dim_value()));
+        if (d.has_dim_param() && !d.dim_param().empty()) {
+          auto b = o.bind.find(d.dim_param());
+          if (b != o.bind.end() && b->second != got[static_cast<size_t>(i)])
+            mismatch("dim " + std::to_string(i) + " is " + d.dim_param() + " = " + std::to_string(b->second));
+        }
+      }
+    }
+    return to_shape(it->second);
+  }
   int i = 0;
   for (auto& d : tt.shape().dim()) {
     if (d.has_dim_value()) {

@@ -1,0 +1,25 @@
+#!/bin/bash
+# One call on the lent H200: GGUF quantized weights on cuda through the dequantize decomposition
+# (src/passes/decompose/dequantize.cpp), against cpu, and `rlx bench` of the same models.
+# Build: scripts/device/CMakeLists.txt (no protobuf there: .rlx/.gguf/HF models only).
+# $OUT gets log.txt.
+set -u
+OUT=${OUT:-/tmp/rlx-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+B=/tmp/rlx-device-build
+export RLX_CACHE_DIR=/tmp/rlx-cache
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C $B -j "$(nproc)" rlx 2>&1 | tail -5 ||
+  { echo "build FAILED"; exit 1; }
+RLX=$B/bin/rlx
+status=0
+for m in tiny-Q4_0 tiny-Q8_0 tiny-F16; do
+  f=tests/models/qwen3/$m.gguf
+  cpu=$($RLX generate --model "$f" --prompt-ids 1,2,3,4 --max-new 16 --device cpu | tail -n 1)
+  cuda=$($RLX generate --model "$f" --prompt-ids 1,2,3,4 --max-new 16 --device cuda | tail -n 1)
+  if [ "$cpu" = "$cuda" ]; then echo "$m: cuda tokens == cpu tokens ($cuda)"; else echo "$m: MISMATCH cpu $cpu vs cuda $cuda"; status=1; fi
+  $RLX bench "$f" --device cuda --seq 16 --runs 50 | tail -n 1
+  $RLX bench "$f" --device cpu --seq 16 --runs 50 | tail -n 1
+done
+exit $status
