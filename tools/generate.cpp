@@ -128,6 +128,7 @@ int cmd_generate(const Args& a) {
     return true;
   }, &st);
   std::printf("\n");
+  std::fflush(stdout);
   if (a.has("stats")) {
     int64_t new_tokens = st.decode_tokens + 1;
     double prefill_tps = st.prefill_ms > 0 ? ids.size() * 1000.0 / st.prefill_ms : 0;

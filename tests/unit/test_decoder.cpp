@@ -92,7 +92,7 @@ TEST(Decoder, Qwen2WithQkvBiasMatchesTransformers) { check_arch("qwen2"); }
 TEST(Decoder, MistralSlidingWindowMatchesTransformers) { check_arch("mistral"); }
 
 TEST(Decoder, UnsupportedArchitecturesSayWhy) {
-  // quant_blocks.gguf has no general.architecture; the qwen3 GGUF is supported.
+  // quant_blocks.gguf names an architecture of its own; the qwen3 GGUF is supported.
   gguf::File q = gguf::File::open(std::string(RLX_SOURCE_DIR) + "/tests/models/qwen3/quant_blocks.gguf");
   EXPECT_NE(gguf_support(q), "");
   gguf::File ok = gguf::File::open(std::string(RLX_SOURCE_DIR) + "/tests/models/qwen3/tiny-Q8_0.gguf");
