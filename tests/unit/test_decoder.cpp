@@ -32,8 +32,40 @@ Golden golden(const std::string& arch) {
   return {g.at("ids"), g.at("generated"), g.at("logits")};
 }
 
-void check_arch(const std::string& arch) {
-  DecoderModel m(load_decoder(data(arch)));
+struct LogitStats {
+  double max_abs = 0, min_cos = 1;
+  int top1 = 0, rows = 0;
+};
+
+LogitStats compare_logits(const Tensor& got, const Tensor& want, int64_t V) {
+  LogitStats r;
+  r.rows = static_cast<int>(want.numel() / V);
+  for (int64_t s = 0; s < r.rows; ++s) {
+    int64_t a = 0, b = 0;
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      double x = got.get(s * V + v), y = want.get(s * V + v);
+      r.max_abs = std::max(r.max_abs, std::abs(x - y));
+      dot += x * y, na += x * x, nb += y * y;
+      if (x > got.get(s * V + a)) a = v;
+      if (y > want.get(s * V + b)) b = v;
+    }
+    r.top1 += a == b;
+    r.min_cos = std::min(r.min_cos, dot / std::sqrt(na * nb));
+  }
+  return r;
+}
+
+Tensor teacher_forced_ids(const Golden& g) {
+  int64_t P = g.ids.shape()[1], N = g.generated.shape()[1];
+  Tensor all(DType::i64, {1, P + N});
+  for (int64_t i = 0; i < P; ++i) all.data<int64_t>()[i] = g.ids.data<int64_t>()[i];
+  for (int64_t i = 0; i < N; ++i) all.data<int64_t>()[P + i] = g.generated.data<int64_t>()[i];
+  return all;
+}
+
+void check_arch(const std::string& arch, const std::string& path = "") {
+  DecoderModel m(load_decoder(path.empty() ? data(arch) : path));
   Golden g = golden(arch);
   int64_t P = g.ids.shape()[1], N = g.generated.shape()[1], V = m.vocab();
   // Teacher-forced: the whole prompt + generated sequence in one pass.
@@ -90,6 +122,37 @@ TEST(Decoder, ConfigsCarryTheArchitectureDifferences) {
 TEST(Decoder, LlamaWithRopeScalingMatchesTransformers) { check_arch("llama"); }
 TEST(Decoder, Qwen2WithQkvBiasMatchesTransformers) { check_arch("qwen2"); }
 TEST(Decoder, MistralSlidingWindowMatchesTransformers) { check_arch("mistral"); }
+
+// The same llama written as llama.cpp lays it out (q/k rows for interleaved RoPE, Llama-3 scaling as
+// rope_freqs.weight; tests/models/llm/make_llama_gguf.py): F32 matches transformers like the
+// safetensors; Q8_0/Q4_1 stay close, packed and dequantized-at-load identical.
+TEST(Decoder, LlamaGgufMatchesTransformers) {
+  check_arch("llama", data("llama-F32.gguf"));
+  DecoderConfig c = read_decoder_config(data("llama-F32.gguf"));
+  EXPECT_TRUE(c.rope_interleaved);
+  EXPECT_EQ(c.rope_freq_factors.size(), 8u);
+  Golden g = golden("llama");
+  Tensor ids = teacher_forced_ids(g);
+  std::printf("  type  packed  top-1   min-cos  max|d|\n");
+  for (const char* q : {"Q8_0", "Q4_1"}) {
+    Tensor first;
+    for (bool packed : {true, false}) {
+      LoadOptions lo;
+      lo.keep_packed = packed;
+      DecoderModel m(load_decoder(data(std::string("llama-") + q + ".gguf"), lo));
+      EXPECT_NE(m.weights().source.find(q), std::string::npos) << m.weights().source;
+      Tensor got = m.forward_all(ids);
+      LogitStats st = compare_logits(got, g.logits, m.vocab());
+      std::printf("  %-5s %-7s %2d/%d  %.5f  %.3f\n", q, packed ? "yes" : "no", st.top1, st.rows, st.min_cos, st.max_abs);
+      // 4-bit blocks on random weights are a hard case (as Q4_0 is for the tiny Qwen3).
+      EXPECT_GT(st.min_cos, std::string(q) == "Q8_0" ? 0.999 : 0.85) << q;
+      EXPECT_GE(st.top1, std::string(q) == "Q8_0" ? 66 : 36) << q;
+      if (packed) first = got;
+      else
+        for (int64_t i = 0; i < got.numel(); i += 97) EXPECT_NEAR(got.get(i), first.get(i), 1e-4) << q;
+    }
+  }
+}
 
 TEST(Decoder, UnsupportedArchitecturesSayWhy) {
   // quant_blocks.gguf names an architecture of its own; the qwen3 GGUF is supported.
