@@ -374,3 +374,5 @@ __all__.append("stop_gradient")
 
 # Training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
 from . import train  # noqa: E402
+
+from . import llm  # noqa: E402  (rlx.llm.load: decoder LLMs, text in and text out)
