@@ -97,6 +97,7 @@ std::vector<Command> make_table() {
         text("prompt", "TEXT", "the prompt text (tokenized with the model's tokenizer)"),
         list("prompt-ids", "ID,...", "the prompt as token ids (prints ids instead of text)", Item::Int).in(at_least(0)),
         flag("chat", "wrap --prompt as a user message in the model's chat template"),
+        flag("interactive", "chat on stdin: each line is a user turn (an empty line ends); --prompt is the first"),
         text("system", "TEXT", "with --chat: a system message before the user message"),
         integer("max-new", "N", "tokens to generate (prompt + N must fit the model's context)", "128",
                 at_least(0)),

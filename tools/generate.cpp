@@ -91,11 +91,63 @@ int generate_ids(const Args& a, const std::string& path) {
   return 0;
 }
 
+models::TextOptions text_options(const Args& a) {
+  models::TextOptions to;
+  to.max_new = a.integer("max-new");
+  to.sampling = sampling(a);
+  to.stop = a.all("stop");
+  return to;
+}
+
+// A conversation on stdin/stdout: each line is a user turn; the whole history is re-rendered
+// through the chat template every turn. An empty line or end of input ends it.
+int chat_loop(const Args& a, const std::string& path) {
+  models::LoadOptions lo;
+  lo.keep_packed = !a.has("dequantize");
+  auto llm = models::Llm::load(path, a.get("device"), lo);
+  if (!llm->has_chat_template()) usage_fail("generate --interactive: ", path, " has no chat template");
+  std::vector<models::ChatMessage> msgs;
+  if (a.has("system")) msgs.push_back({"system", a.get("system")});
+  std::string line = a.get("prompt");
+  bool first = true;
+  for (;;) {
+    if (!first || line.empty()) {
+      std::fprintf(stderr, "> ");
+      std::fflush(stderr);
+      if (!std::getline(std::cin, line)) break;
+    }
+    first = false;
+    if (line.empty()) break;
+    msgs.push_back({"user", line});
+    std::vector<int64_t> ids = llm->encode_prompt(llm->apply_chat(msgs, true), true);
+    models::TextOptions to = text_options(a);
+    int64_t ctx = llm->model().weights().cfg.context;
+    if (ctx > 0 && static_cast<int64_t>(ids.size()) + to.max_new > ctx) {
+      std::fprintf(stderr, "[cli] the conversation (%zu tokens) no longer fits the context of %lld\n", ids.size(),
+                   static_cast<long long>(ctx));
+      return 1;
+    }
+    std::string reply = llm->generate(ids, to, [](const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::printf("\n");
+    std::fflush(stdout);
+    msgs.push_back({"assistant", reply});
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(const Args& a) {
   std::string path = a.get("model");
   bool has_text = a.has("prompt"), has_ids = a.has("prompt-ids");
+  if (a.has("interactive")) {
+    if (has_ids || a.integer("batch") != 1) usage_fail("generate: --interactive takes text (no --prompt-ids/--batch)");
+    return chat_loop(a, path);
+  }
   if (has_text == has_ids) usage_fail("generate: give exactly one of --prompt TEXT or --prompt-ids ID,...");
   if (has_ids) {
     if (a.has("chat") || a.has("system")) usage_fail("generate: --chat/--system need --prompt TEXT");
@@ -117,10 +169,7 @@ int cmd_generate(const Args& a) {
   if (ids.empty()) usage_fail("generate: --prompt encodes to no tokens");
   int64_t max_new = a.integer("max-new");
   check_context(llm->model().weights().cfg, static_cast<int64_t>(ids.size()), max_new);
-  models::TextOptions to;
-  to.max_new = max_new;
-  to.sampling = sampling(a);
-  to.stop = a.all("stop");
+  models::TextOptions to = text_options(a);
   models::GenerateStats st;
   llm->generate(ids, to, [](const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -133,9 +182,10 @@ int cmd_generate(const Args& a) {
     int64_t new_tokens = st.decode_tokens + 1;
     double prefill_tps = st.prefill_ms > 0 ? ids.size() * 1000.0 / st.prefill_ms : 0;
     std::fprintf(stderr,
-                 "model %s (%s, %s)\nprefill: %zu tokens in %.1f ms = %.1f tokens/s\n"
+                 "model %s (%s, %s); compile %.0f ms\nprefill: %zu tokens in %.1f ms = %.1f tokens/s\n"
                  "decode: %lld tokens in %.1f ms = %.1f tokens/s (%lld new tokens)\n",
-                 path.c_str(), llm->model().weights().cfg.arch.c_str(), llm->model().weights().source.c_str(), ids.size(),
+                 path.c_str(), llm->model().weights().cfg.arch.c_str(), llm->model().weights().source.c_str(), st.compile_ms,
+                 ids.size(),
                  st.prefill_ms, prefill_tps, static_cast<long long>(st.decode_tokens), st.decode_ms, st.decode_tokens_per_s(),
                  static_cast<long long>(new_tokens));
   }

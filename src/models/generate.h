@@ -54,6 +54,7 @@ void apply_repeat_penalty(float* logits, int64_t V, const std::vector<int64_t>& 
 int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng);
 
 struct GenerateStats {
+  double compile_ms = 0;  // compiling the prefill and decode graphs ahead (text sessions), not in the others
   double prefill_ms = 0, decode_ms = 0;
   int64_t decode_tokens = 0;  // tokens produced by decode steps (excludes the prefill's one)
   double decode_tokens_per_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }

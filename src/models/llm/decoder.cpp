@@ -397,6 +397,11 @@ StepOutput DecoderModel::step(const Tensor& ids, int64_t pos, const KvCache* cac
   return so;
 }
 
+void DecoderModel::prepare(int64_t B, int64_t S, int64_t pos, int64_t cap) {
+  bool bias = w_.cfg.sliding_window > 0 && pos + S > w_.cfg.sliding_window;
+  impl_->get(w_, device_, B, S, pos > 0 ? cap : 0, false, bias).executable();
+}
+
 Tensor DecoderModel::forward_all(const Tensor& ids) {
   int64_t B = ids.shape()[0], S = ids.shape()[1];
   bool bias = w_.cfg.sliding_window > 0 && S > w_.cfg.sliding_window;

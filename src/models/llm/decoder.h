@@ -67,6 +67,9 @@ class DecoderModel : public CausalLM {
   int64_t head_dim() const override { return w_.cfg.head_dim; }
   int64_t vocab() const override { return w_.cfg.vocab; }
   StepOutput step(const Tensor& ids, int64_t pos, const KvCache* cache) override;
+  // Compiles the graph step() will use for S new tokens at `pos` with a cache of `cap` slots
+  // (0: the prefill graph), so timing a later step() measures running, not compiling.
+  void prepare(int64_t B, int64_t S, int64_t pos, int64_t cap);
   // Full-sequence logits [B,S,V] (no cache), for parity checks.
   Tensor forward_all(const Tensor& ids);
 

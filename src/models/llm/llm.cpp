@@ -125,7 +125,12 @@ bool TextSession::step() {
     // Capacity fixed up front: the decode graph is compiled once for every step.
     cache_ = std::make_unique<KvCache>(m.num_layers(), 1, m.kv_heads(), static_cast<int64_t>(prompt_.size()) + o_.max_new,
                                        m.head_dim());
-    Tensor ids(DType::i64, {1, static_cast<int64_t>(prompt_.size())});
+    int64_t P = static_cast<int64_t>(prompt_.size());
+    auto tc = clk::now();
+    m.prepare(1, P, 0, 0);
+    if (o_.max_new > 1) m.prepare(1, 1, P, cache_->capacity);
+    stats_.compile_ms = std::chrono::duration<double, std::milli>(clk::now() - tc).count();
+    Tensor ids(DType::i64, {1, P});
     std::copy(prompt_.begin(), prompt_.end(), ids.data<int64_t>());
     auto t0 = clk::now();
     last_ = m.step(ids, 0, cache_.get());
