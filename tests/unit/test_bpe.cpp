@@ -115,3 +115,14 @@ TEST(Bpe, BadInputFailsClearly) {
   BpeTokenizer t = BpeTokenizer::from_hf_json(data("tok_gpt2/tokenizer.json"));
   EXPECT_THROW(t.decode({t.vocab_size()}), Error);
 }
+
+// The same Llama 2 style vocabulary as llama.cpp stores it in GGUF (tokenizer.ggml.model = llama:
+// scores instead of merges, token types; tests/models/llm/make_spm_gguf.py): the tokenizers ids.
+TEST(Bpe, SentencePieceGgufScoresMatchHfMerges) {
+  gguf::File g = gguf::File::open(data("tok_llama2.gguf"));
+  EXPECT_EQ(BpeTokenizer::gguf_support(g), "");
+  BpeTokenizer t = BpeTokenizer::from_gguf(g, "tok_llama2.gguf");
+  EXPECT_EQ(t.kind(), BpeTokenizer::Kind::SentencePiece);
+  EXPECT_EQ(t.bos(), 1);
+  EXPECT_EQ(check_parity(t, "llama2", true), 0);
+}

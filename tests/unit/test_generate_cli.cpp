@@ -78,4 +78,14 @@ TEST(GenerateCli, SmolLM2ChatAnswersAndStops) {
   EXPECT_TRUE(has(r.out, "The capital of France is")) << r.out;
   EXPECT_TRUE(has(r.out, "prefill: ")) << r.out;
   EXPECT_TRUE(has(r.out, "decode: ")) << r.out;
+  // --interactive: one user turn per line; the second answer sees the first turn.
+  std::string cmd = "printf 'What is the capital of France?\\nAnd of Italy?\\n' | " + std::string(RLX_BIN) +
+                    " generate --model " + m + " --interactive --max-new 16 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  EXPECT_TRUE(has(out, "Paris")) << out;
+  EXPECT_TRUE(has(out, "Rome")) << out;
 }
