@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "models/llm/chat_template.h"
@@ -82,4 +83,43 @@ TEST(ChatTemplate, ExpressionsAndWhitespaceControl) {
   EXPECT_EQ(r("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
   EXPECT_EQ(r("{% set t = 1 %}{% for x in xs %}{% set t = x %}{% endfor %}{{ t }}"), "1");  // loop scope
   EXPECT_EQ(r("{{ d.missing is defined }}{{ d.missing }}{{ d.k is string }}"), "FalseTrue");
+}
+
+// Bad input never crashes: deep nesting fails cleanly; mutated real templates either render or
+// throw rlx::Error.
+TEST(ChatTemplate, HostileTemplatesFailCleanly) {
+  EXPECT_NE(error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nested too deeply"),
+            std::string::npos);
+  std::string deep;
+  for (int i = 0; i < 300; ++i) deep += "{% if true %}";
+  EXPECT_NE(error_of(deep).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(3000, '-') + "1 }}").find("nested too deeply"), std::string::npos);
+  const auto& g = goldens();
+  nlohmann::json ctx = {{"messages", g["conversations"][1]}, {"add_generation_prompt", true}, {"bos_token", "<s>"},
+                        {"eos_token", "</s>"}};
+  std::mt19937 rng(1);
+  int rendered = 0, failed = 0;
+  for (auto& [name, src] : g["templates"].items()) {
+    std::string base = src.get<std::string>();
+    for (int i = 0; i < 300; ++i) {
+      std::string s = base;
+      for (int k = 0; k < 3; ++k) {
+        size_t at = rng() % s.size();
+        switch (rng() % 3) {
+          case 0: s.erase(at, 1 + rng() % 4); break;
+          case 1: s.insert(at, 1, "{}%()[]'\"|.-~+"[rng() % 14]); break;
+          default: s[at] = static_cast<char>(rng() % 128);
+        }
+        if (s.empty()) s = "x";
+      }
+      try {
+        ChatTemplate(s).render(ctx);
+        ++rendered;
+      } catch (const Error&) {
+        ++failed;
+      }
+    }
+  }
+  EXPECT_GT(rendered, 0);
+  EXPECT_GT(failed, 0);
 }

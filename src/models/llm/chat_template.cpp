@@ -319,6 +319,8 @@ class Renderer {
       }
     }
     if (op == "*" && a.j.is_string() && b.j.is_number_integer()) {
+      if (static_cast<double>(a.j.get_ref<const std::string&>().size()) * static_cast<double>(b.j.get<int64_t>()) > 1e7)
+        fail_at(n.pos, "string repetition longer than 10 MB");
       std::string r;
       for (int64_t i = 0; i < b.j.get<int64_t>(); ++i) r += a.j.get<std::string>();
       return Val{r};
@@ -344,6 +346,7 @@ class Renderer {
         else if (a.size() >= 2) lo = as_int(a[0], n.pos), hi = as_int(a[1], n.pos);
         if (a.size() == 3) st = as_int(a[2], n.pos);
         if (st == 0) fail_at(n.pos, "range() step cannot be zero");
+        if ((hi - lo) / st > 1000000) fail_at(n.pos, "range() longer than 1000000");
         json r = json::array();
         for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st) r.push_back(i);
         return Val{r};

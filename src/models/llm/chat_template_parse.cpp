@@ -212,6 +212,7 @@ class Parser {
       ++seg_;
       next();
       if (kw == "if" || kw == "for") {
+        if (open_.size() >= 100) fail_at(s.pos, "statements nested too deeply");
         open_.push_back(s.pos);
         out.push_back(kw == "if" ? parse_if(s.pos) : parse_for(s.pos));
         open_.pop_back();
@@ -328,7 +329,17 @@ class Parser {
     return x;
   }
 
+  // Nesting is bounded so a hostile template fails cleanly instead of exhausting the stack.
+  struct Depth {
+    Parser& p;
+    explicit Depth(Parser& q) : p(q) {
+      if (++p.depth_ > 200) fail_at(p.peek().pos, "expression nested too deeply");
+    }
+    ~Depth() { --p.depth_; }
+  };
+
   NodeP expr() {
+    Depth guard(*this);
     NodeP a = or_expr();
     if (is_kw("if")) {
       Pos p = next().pos;
@@ -366,6 +377,7 @@ class Parser {
     return a;
   }
   NodeP not_expr() {
+    Depth guard(*this);
     if (is_kw("not")) {
       Pos p = next().pos;
       NodeP x = mk(Node::Unary, p, "not");
@@ -421,6 +433,7 @@ class Parser {
     return a;
   }
   NodeP unary() {
+    Depth guard(*this);
     if (is_op("-")) {
       Pos p = next().pos;
       NodeP x = mk(Node::Unary, p, "-");
@@ -553,7 +566,8 @@ class Parser {
   }
 
   std::vector<Segment> segs_;
-  std::vector<Pos> open_;  // the if/for statements being parsed, for "missing endif" errors
+  std::vector<Pos> open_;
+  int depth_ = 0;  // the if/for statements being parsed, for "missing endif" errors
   size_t seg_ = 0;
   const std::vector<Tok>* toks_ = nullptr;
   size_t t_ = 0;
