@@ -12,7 +12,7 @@ import rlx
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "models", "llm")
 CORPUS = open(os.path.join(DATA, "corpus.txt"), encoding="utf-8").read()
-LINES = CORPUS.split("\n") + [CORPUS, "", " ", "a\u00a0b\u2003c", "x" * 300, "🤖" * 20]
+LINES = CORPUS.split("\n") + [CORPUS, CORPUS * 10, "", " ", "a\u00a0b\u2003c", "x" * 300, "🤖" * 20]
 FAMILIES = ["gpt2", "llama3", "qwen2", "smollm", "llama2", "mistral"]
 
 

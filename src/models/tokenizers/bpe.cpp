@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <queue>
 
 #include "rlx/error.h"
 
@@ -138,24 +139,49 @@ void BpeTokenizer::bpe_word(const std::string& word, std::vector<int64_t>& out) 
   }
   std::vector<std::string> sym = utf8_chars(word);
   bool by_rank = !merge_rank_.empty();
-  while (sym.size() > 1) {
-    // The adjacent pair with the best merge (lowest rank, or highest score of the merged token).
-    size_t best = SIZE_MAX;
-    int32_t best_rank = INT32_MAX;
-    float best_score = -1e30f;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      if (by_rank) {
-        auto it = merge_rank_.find(sym[i] + " " + sym[i + 1]);
-        if (it != merge_rank_.end() && it->second < best_rank) best_rank = it->second, best = i;
-      } else {
-        int64_t id = find(sym[i] + sym[i + 1]);
-        if (id >= 0 && scores_[id] > best_score) best_score = scores_[id], best = i;
-      }
+  // Merges in best-first order (lowest rank, or highest score of the merged token; the leftmost pair
+  // on ties) with a heap over adjacent pairs, so a long word costs O(n log n), not O(n^2).
+  size_t n = sym.size();
+  std::vector<size_t> prev(n), next(n);
+  std::vector<uint32_t> version(n, 0);
+  for (size_t i = 0; i < n; ++i) prev[i] = i - 1, next[i] = i + 1;  // prev[0] wraps to SIZE_MAX
+  struct Cand {
+    double pri;
+    size_t left, right;
+    uint32_t vl, vr;
+    bool operator<(const Cand& o) const { return pri != o.pri ? pri > o.pri : left > o.left; }
+  };
+  std::priority_queue<Cand> heap;
+  auto consider = [&](size_t l, size_t r) {
+    if (l >= n || r >= n) return;
+    if (by_rank) {
+      auto it = merge_rank_.find(sym[l] + " " + sym[r]);
+      if (it != merge_rank_.end()) heap.push({static_cast<double>(it->second), l, r, version[l], version[r]});
+    } else {
+      int64_t id = find(sym[l] + sym[r]);
+      if (id >= 0) heap.push({-static_cast<double>(scores_[id]), l, r, version[l], version[r]});
     }
-    if (best == SIZE_MAX) break;
-    sym[best] += sym[best + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  };
+  for (size_t i = 0; i + 1 < n; ++i) consider(i, i + 1);
+  std::vector<bool> alive(n, true);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || version[c.left] != c.vl ||
+        version[c.right] != c.vr)
+      continue;  // a stale pair: one side has merged since
+    sym[c.left] += sym[c.right];
+    alive[c.right] = false;
+    ++version[c.left];
+    next[c.left] = next[c.right];
+    if (next[c.right] < n) prev[next[c.right]] = c.left;
+    consider(prev[c.left], c.left);
+    consider(c.left, next[c.left]);
   }
+  std::vector<std::string> merged;
+  for (size_t i = 0; i < n; ++i)
+    if (alive[i]) merged.push_back(std::move(sym[i]));
+  sym.swap(merged);
   for (const std::string& s : sym) {
     int64_t id = find(s);
     if (id >= 0) {
