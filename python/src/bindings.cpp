@@ -317,6 +317,10 @@ Bindings to_bindings(const nb::handle& h) {
 }  // namespace
 }  // namespace rlx
 
+namespace rlx {
+void bind_llm(nb::module_& m);  // python/src/bind_llm.cpp
+}
+
 NB_MODULE(_rlx, m) {
   using namespace rlx;
   m.doc() = "RLX tensor compiler and runtime (low-level bindings; use the `rlx` package)";
@@ -698,4 +702,5 @@ NB_MODULE(_rlx, m) {
       .def("amp_report", [](const train::Trainer& t) { return t.amp_report().table(); })
       .def_prop_ro("loss_scale", &train::Trainer::loss_scale)
       .def_prop_ro("skipped_steps", &train::Trainer::skipped_steps);
+  bind_llm(m);
 }
