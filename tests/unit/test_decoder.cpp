@@ -154,6 +154,16 @@ TEST(Decoder, LlamaGgufMatchesTransformers) {
   }
 }
 
+// qwen2 in GGUF keeps rotate-half rows and carries the q/k/v biases; tied head (no output.weight).
+TEST(Decoder, Qwen2GgufMatchesTransformers) {
+  DecoderConfig c = read_decoder_config(data("qwen2-F32.gguf"));
+  EXPECT_EQ(c.arch, "qwen2");
+  EXPECT_FALSE(c.rope_interleaved);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.tied);
+  check_arch("qwen2", data("qwen2-F32.gguf"));
+}
+
 TEST(Decoder, UnsupportedArchitecturesSayWhy) {
   // quant_blocks.gguf names an architecture of its own; the qwen3 GGUF is supported.
   gguf::File q = gguf::File::open(std::string(RLX_SOURCE_DIR) + "/tests/models/qwen3/quant_blocks.gguf");
