@@ -67,7 +67,7 @@ TEST(GenerateCli, SmolLM2ChatAnswersAndStops) {
   auto r = rlx_cmd("inspect " + m, true);
   EXPECT_TRUE(has(r.out, "architecture: llama: supported by rlx generate")) << r.out.substr(0, 400);
   EXPECT_TRUE(has(r.out, "tokenizer: gpt2: supported")) << r.out.substr(0, 400);
-  std::string q = " --chat --prompt \"What is the capital of France?\" --max-new 16";
+  std::string q = " --chat --prompt \"What is the capital of France?\" --max-new 10";
   r = rlx_cmd("generate --model " + m + q, true);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "Paris")) << r.out;
@@ -80,7 +80,7 @@ TEST(GenerateCli, SmolLM2ChatAnswersAndStops) {
   EXPECT_TRUE(has(r.out, "decode: ")) << r.out;
   // --interactive: one user turn per line; the second answer sees the first turn.
   std::string cmd = "printf 'What is the capital of France?\\nAnd of Italy?\\n' | " + std::string(RLX_BIN) +
-                    " generate --model " + m + " --interactive --max-new 16 2>/dev/null";
+                    " generate --model " + m + " --interactive --max-new 10 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;

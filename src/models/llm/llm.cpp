@@ -31,6 +31,8 @@ size_t incomplete_utf8_tail(const std::string& s) {
 
 std::string TextStream::push(int64_t id) {
   if (stopped_) return "";
+  // Padded model vocabularies (logit rows beyond the tokenizer) have no text, as in HF decode.
+  if (id < 0 || id >= tok_.vocab_size()) return "";
   ids_.push_back(id);
   text_ = tok_.decode(ids_, true);
   for (const std::string& s : stop_) {

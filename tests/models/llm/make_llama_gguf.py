@@ -2,7 +2,8 @@
 """Writes the tiny llama of this folder (llama/, from make_model_goldens.py) as GGUF files the way
 llama.cpp's converter lays a llama out: q/k projection rows of each head reordered for
 interleaved-pair RoPE, the Llama-3 RoPE scaling as a `rope_freqs.weight` tensor of per-frequency
-divisors, llama.* metadata. llama-{F32,Q8_0,Q4_1}.gguf; needs gguf + numpy only.
+divisors, llama.* metadata. llama-{F32,Q8_0,Q4_1}.gguf; and the tiny qwen2 (qwen2-F32.gguf: rows kept
+for rotate-half RoPE, q/k/v biases, tied head so no output.weight). Needs gguf + numpy only.
 """
 import json
 import math
@@ -53,11 +54,12 @@ def rope_divisors(c, head_dim):
     return np.array(out, dtype=np.float32)
 
 
-def write(qtype):
-    c = json.load(open(os.path.join(HERE, "llama", "config.json")))
-    sd = read_safetensors(os.path.join(HERE, "llama", "model.safetensors"))
+def write(qtype, arch="llama"):
+    c = json.load(open(os.path.join(HERE, arch, "config.json")))
+    sd = read_safetensors(os.path.join(HERE, arch, "model.safetensors"))
     hd = c["hidden_size"] // c["num_attention_heads"]
-    w = gguf.GGUFWriter(os.path.join(HERE, f"llama-{qtype.name}.gguf"), "llama")
+    llama = arch == "llama"
+    w = gguf.GGUFWriter(os.path.join(HERE, f"{arch}-{qtype.name}.gguf"), arch)
     w.add_block_count(c["num_hidden_layers"])
     w.add_context_length(c["max_position_embeddings"])
     w.add_embedding_length(c["hidden_size"])
@@ -77,18 +79,24 @@ def write(qtype):
             w.add_tensor(name, np.ascontiguousarray(arr))
 
     put("token_embd.weight", sd["model.embed_tokens.weight"], False)
-    put("rope_freqs.weight", rope_divisors(c, hd), False)
+    if llama:
+        put("rope_freqs.weight", rope_divisors(c, hd), False)
+    order = to_interleaved if llama else (lambda x, heads: x)
     for l in range(c["num_hidden_layers"]):
         p, b = f"model.layers.{l}.", f"blk.{l}."
         put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"], False)
         put(b + "ffn_norm.weight", sd[p + "post_attention_layernorm.weight"], False)
-        put(b + "attn_q.weight", to_interleaved(sd[p + "self_attn.q_proj.weight"], c["num_attention_heads"]), True)
-        put(b + "attn_k.weight", to_interleaved(sd[p + "self_attn.k_proj.weight"], c["num_key_value_heads"]), True)
+        put(b + "attn_q.weight", order(sd[p + "self_attn.q_proj.weight"], c["num_attention_heads"]), True)
+        put(b + "attn_k.weight", order(sd[p + "self_attn.k_proj.weight"], c["num_key_value_heads"]), True)
+        if not llama:
+            for x in "qkv":
+                put(b + f"attn_{x}.bias", sd[p + f"self_attn.{x}_proj.bias"], False)
         for src, dst in [("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"), ("mlp.gate_proj", "ffn_gate"),
                          ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]:
             put(b + dst + ".weight", sd[p + src + ".weight"], True)
     put("output_norm.weight", sd["model.norm.weight"], False)
-    put("output.weight", sd["lm_head.weight"], True)
+    if "lm_head.weight" in sd and not c.get("tie_word_embeddings", False):
+        put("output.weight", sd["lm_head.weight"], True)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -98,4 +106,5 @@ def write(qtype):
 if __name__ == "__main__":
     for q in (QT.F32, QT.Q8_0, QT.Q4_1):
         write(q)
-    print("wrote llama-{F32,Q8_0,Q4_1}.gguf")
+    write(QT.F32, "qwen2")
+    print("wrote llama-{F32,Q8_0,Q4_1}.gguf, qwen2-F32.gguf")

