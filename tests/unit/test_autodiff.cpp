@@ -394,7 +394,9 @@ TEST(Autodiff, EveryMirPrimitiveHasAVjpOrIsMarked) {
     bool pending = info.vjp == "pending";
     EXPECT_EQ(ad::has_vjp(k), !pending) << op_name(k) << ": VJP column '" << info.vjp << "'";
     EXPECT_EQ(ad::is_nondifferentiable(k), info.vjp == "nondiff") << op_name(k);
-    if (pending) EXPECT_TRUE(k == OpKind::Real || k == OpKind::Imag || k == OpKind::Conj) << op_name(k);
+    if (pending) {
+      EXPECT_TRUE(k == OpKind::Real || k == OpKind::Imag || k == OpKind::Conj) << op_name(k);
+    }
   }
 }
 

@@ -37,7 +37,9 @@ TEST(OpTable, GroupsTolerancesAndVjpNamesComeFromTheTable) {
   for (int i = 0; i < num_ops(); ++i) {
     const auto& info = op_info(static_cast<OpKind>(i));
     EXPECT_FALSE(info.vjp.empty()) << info.name;
-    if (info.level == Level::Hir) EXPECT_TRUE(info.vjp == "decomposed" || info.vjp == "nondiff") << info.name;
+    if (info.level == Level::Hir) {
+      EXPECT_TRUE(info.vjp == "decomposed" || info.vjp == "nondiff") << info.name;
+    }
   }
 }
 
