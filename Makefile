@@ -191,8 +191,12 @@ test-isa: build
 # and stays so: the first stage's build log is checked for warnings (ccache replays a cached object's
 # warnings, so a warm cache checks every file too). The flags stay those of `make build`, so CI and
 # development builds share the cache.
-.PHONY: ci
+.PHONY: ci check-sizes
+# Source files stay small by concern: none over 800 lines (scripts/check_file_sizes.py).
+check-sizes:
+	$(PY) scripts/check_file_sizes.py --limit 800
 ci: setup $(BUILD)/build.ninja
+	@$(MAKE) --no-print-directory check-sizes
 	@mkdir -p $(BUILD)
 	cmake --build $(BUILD) -j $(JOBS) 2>&1 | tee $(BUILD)/ci-build.log; test $${PIPESTATUS[0]} -eq 0
 	@! grep -n 'warning:' $(BUILD)/ci-build.log || { echo "== ci: the build has warnings (above)"; exit 1; }

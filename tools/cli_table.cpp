@@ -87,26 +87,33 @@ std::vector<Command> make_table() {
        cmd_inspect});
   t.push_back(
       {"generate",
-       "Qwen3 text generation on token ids with a KV cache (greedy, top-k/top-p, seeded) from an HF "
-       "directory or a GGUF file, quantized weights kept packed",
-       "rlx generate --model DIR|FILE.gguf --prompt-ids 1,2,3 [--max-new 32] [--temperature T] ...",
+       "text generation with a llama-family decoder (llama, mistral, qwen2, qwen3) from a GGUF file or an "
+       "HF directory: text in (its own tokenizer, optional chat template), text streamed out; or token ids",
+       "rlx generate --model FILE.gguf|DIR --prompt TEXT [--chat] [--max-new 128] [--temperature T] ...",
        {},
-       {path("model", "DIR|FILE.gguf", "a Hugging Face directory (config.json + *.safetensors) or a .gguf")
+       {path("model", "DIR|FILE.gguf", "a .gguf, or a Hugging Face directory (config.json + *.safetensors + tokenizer.json)")
             .exists()
             .req(),
-        list("prompt-ids", "ID,...", "the prompt's token ids", Item::Int).in(at_least(0)).req(),
-        integer("max-new", "N", "tokens to generate (prompt + N must fit the model's context)", "32",
+        text("prompt", "TEXT", "the prompt text (tokenized with the model's tokenizer)"),
+        list("prompt-ids", "ID,...", "the prompt as token ids (prints ids instead of text)", Item::Int).in(at_least(0)),
+        flag("chat", "wrap --prompt as a user message in the model's chat template"),
+        flag("interactive", "chat on stdin: each line is a user turn (an empty line ends); --prompt is the first"),
+        text("system", "TEXT", "with --chat: a system message before the user message"),
+        integer("max-new", "N", "tokens to generate (prompt + N must fit the model's context)", "128",
                 at_least(0)),
-        integer("batch", "N", "rows generated at once (each from the same prompt)", "1", at_least(1)),
+        integer("batch", "N", "rows generated at once (each from the same --prompt-ids)", "1", at_least(1)),
         real("temperature", "T", "sampling temperature; 0 is greedy", "0", at_least(0)),
         integer("top-k", "K", "sample among the K most likely tokens; 0: all", "0", at_least(0)),
         real("top-p", "P", "sample among the most likely tokens holding mass P", "1", {0, 1, true, false}),
+        real("min-p", "P", "drop tokens less likely than P x the most likely one", "0", {0, 1, false, false}),
+        real("repeat-penalty", "R", "divide the logits of the last 64 tokens by R (1: off)", "1", at_least(0)),
         integer("seed", "S", "sampling seed", "0", at_least(0)),
-        integer("eos", "ID", "stop a row at this token id; -1: never", "-1", at_least(-1)),
+        text("stop", "STR", "stop when the text contains STR (repeatable; STR is not printed)").rep(),
+        integer("eos", "ID", "--prompt-ids: stop a row at this token id; -1: never", "-1", at_least(-1)),
         device_flag("the device to run on"),
         flag("dequantize", "GGUF: dequantize the projections to f32 instead of keeping them packed"),
-        flag("stats", "print prefill and decode timings on stderr")},
-       "",
+        flag("stats", "print prefill and decode tokens/s on stderr")},
+       "Text mode stops at the tokenizer's end-of-sequence / end-of-turn tokens.",
        "docs/llm.md",
        cmd_generate});
   t.push_back(

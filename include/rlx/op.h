@@ -1,4 +1,5 @@
-// Op kinds and their table entries, generated from src/ir/ops.def.
+// Op kinds and their table entries, generated from src/ir/ops.def (the build places a copy at
+// <build>/include/rlx/ops.def, next to this header on the include path).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -14,13 +15,27 @@
 namespace rlx {
 
 enum class OpKind : uint16_t {
-#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC) E,
-#include "../../src/ir/ops.def"
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP) E,
+#include "rlx/ops.def"
 #undef RLX_OP
 };
+inline constexpr int kNumOps = 0
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP) +1
+#include "rlx/ops.def"
+#undef RLX_OP
+    ;
 int num_ops();
 
 enum class Level : uint8_t { Hir, Mir };
+// What kind of computation an op is (the group column of ops.def).
+enum class OpGroup : uint8_t {
+  Source, Elementwise, Reduction, Contraction, Window, Scan, Sort, Movement, Normalization, Attention, Quant,
+  LinearAlgebra, Sparse, Splatting, Autodiff
+};
+std::string_view op_group_name(OpGroup g);
+// How far a device may stray from the reference interpreter (the tolerance column of ops.def;
+// per-dtype bounds in src/conformance/harness.cpp).
+enum class ToleranceClass : uint8_t { Rounded, Transcendental, Accumulating };
 
 enum class AttrKind : uint8_t { Int, Float, Str, Ints, Floats, Dims, DTypeK, TensorK };
 
@@ -72,6 +87,9 @@ struct OpInfo {
   std::vector<AttrSpec> attrs;
   InferFn infer;
   DecompFn decompose;  // nullptr for primitives
+  OpGroup group;
+  ToleranceClass tolerance;
+  std::string_view vjp;  // the VJP column: a rule name in src/autodiff/vjp_rules.cpp, or nondiff/decomposed/pending
 };
 
 const OpInfo& op_info(OpKind k);
@@ -79,7 +97,7 @@ bool op_by_name(std::string_view name, OpKind* out);
 std::string_view op_name(OpKind k);
 AttrKind parse_attr_kind(std::string_view s);
 std::string_view attr_kind_name(AttrKind k);
-// MIR elementwise primitives (unary, binary, compare, select, convert): the fusable ones.
+// MIR primitives of group Elementwise (unary, binary, compare, select, convert): the fusable ones.
 bool is_elementwise(OpKind k);
 
 // Attribute access with the op table's defaults and clear errors.

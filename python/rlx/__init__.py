@@ -555,5 +555,8 @@ __all__.append("stop_gradient")
 
 # Training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
 from . import train  # noqa: E402
+# Sparse CSR matrices, ops and solvers: rlx.sparse (python/rlx/sparse.py)
+from . import sparse  # noqa: E402
+from . import llm  # noqa: E402  (rlx.llm.load: decoder LLMs, text in and text out)
 
 del annotations  # the __future__ import; not part of the API

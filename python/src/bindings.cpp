@@ -30,6 +30,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace rlx {
+void bind_sparse(nb::module_& m);  // bind_sparse.cpp: rlx.sparse's Matrix Market and COO helpers
 namespace {
 
 // Any C-contiguous CPU array; nanobind makes a contiguous copy of strided input itself.
@@ -316,10 +317,15 @@ Bindings to_bindings(const nb::handle& h) {
 }  // namespace
 }  // namespace rlx
 
+namespace rlx {
+void bind_llm(nb::module_& m);  // python/src/bind_llm.cpp
+}
+
 NB_MODULE(_rlx, m) {
   using namespace rlx;
   m.doc() = "RLX tensor compiler and runtime (low-level bindings; use the `rlx` package)";
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+  bind_sparse(m);
 
   auto dt = nb::enum_<DType>(m, "DType");
   for (int i = 0; i < kNumDTypes; ++i) {
@@ -696,4 +702,5 @@ NB_MODULE(_rlx, m) {
       .def("amp_report", [](const train::Trainer& t) { return t.amp_report().table(); })
       .def_prop_ro("loss_scale", &train::Trainer::loss_scale)
       .def_prop_ro("skipped_steps", &train::Trainer::skipped_steps);
+  bind_llm(m);
 }

@@ -1,7 +1,7 @@
 // Program transforms on MIR: reverse mode (vjp/grad/value_and_grad), forward mode (jvp) and
 // vmap over a leading axis. Each takes a graph and returns a new one; HIR ops are decomposed to
 // MIR first (all but stop_gradient, which the transforms keep), and shapes must be static. One
-// VJP rule per differentiable primitive lives in vjp_rules.cpp (a table keyed by OpKind).
+// VJP rule per differentiable primitive lives in vjp_rules.cpp (a table generated from the VJP column of ops.def).
 #pragma once
 #include <string>
 #include <vector>
@@ -54,6 +54,16 @@ bool is_nondifferentiable(OpKind op);
 // none/zero); each has exactly its input's type.
 using VjpRule = std::vector<ValueId> (*)(Builder& b, const Node& n, const std::vector<ValueId>& x,
                                          const std::vector<ValueId>& y, const std::vector<ValueId>& g);
+// The rule the VJP column of src/ir/ops.def names for `op`; nullptr for nondiff/decomposed/pending.
+// A rule defined outside vjp_rules.cpp is declared here, so the generated table sees it.
 VjpRule vjp_rule(OpKind op);
+
+// Rules defined outside vjp_rules.cpp, by the file of their op family.
+#define RLX_VJP_DECL(name)                                                                    \
+  std::vector<ValueId> name(Builder& b, const Node& n, const std::vector<ValueId>& x,       \
+                            const std::vector<ValueId>& y, const std::vector<ValueId>& g);
+// vjp_sparse.cpp
+RLX_VJP_DECL(vjp_sparse_matvec) RLX_VJP_DECL(vjp_sparse_add_dense) RLX_VJP_DECL(vjp_sparse_transpose)
+RLX_VJP_DECL(vjp_sparse_sddmm) RLX_VJP_DECL(vjp_sparse_sample) RLX_VJP_DECL(vjp_sparse_solve)
 
 }  // namespace rlx::ad

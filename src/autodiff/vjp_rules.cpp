@@ -1,8 +1,11 @@
-// One VJP rule per differentiable MIR primitive, keyed by OpKind. Rules emit MIR only, so the
-// backward graph is itself differentiable (jvp is built as the transpose of vjp).
+// One VJP rule per differentiable MIR primitive. The VJP column of ops.def names each op's rule;
+// the table at the end of this file is generated from it. Rules emit MIR only, so the backward
+// graph is itself differentiable (jvp is built as the transpose of vjp).
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
+#include <string_view>
 
 #include "autodiff/autodiff.h"
 
@@ -435,74 +438,29 @@ Vs vjp_sort_topk(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& 
   return one(transpose_if(b, s, perm));
 }
 
-struct RuleTable {
-  VjpRule r[256] = {};
-  RuleTable() {
-    auto set = [&](OpKind k, VjpRule f) { r[static_cast<int>(k)] = f; };
-    set(OpKind::Neg, vjp_neg);
-    set(OpKind::Abs, vjp_abs);
-    set(OpKind::Exp, vjp_exp);
-    set(OpKind::Log, vjp_log);
-    set(OpKind::Sqrt, vjp_sqrt);
-    set(OpKind::Rsqrt, vjp_rsqrt);
-    set(OpKind::Tanh, vjp_tanh);
-    set(OpKind::Erf, vjp_erf);
-    set(OpKind::Sin, vjp_sin);
-    set(OpKind::Cos, vjp_cos);
-    set(OpKind::Logistic, vjp_logistic);
-    for (auto k : {OpKind::Floor, OpKind::Ceil, OpKind::Round, OpKind::Sign}) set(k, vjp_zero);
-    set(OpKind::Convert, vjp_convert);
-    set(OpKind::Add, vjp_add);
-    set(OpKind::Sub, vjp_sub);
-    set(OpKind::Mul, vjp_mul);
-    set(OpKind::Div, vjp_div);
-    set(OpKind::Pow, vjp_pow);
-    set(OpKind::Max, vjp_max);
-    set(OpKind::Min, vjp_min);
-    set(OpKind::Rem, vjp_rem);
-    set(OpKind::Select, vjp_select);
-    set(OpKind::ReduceSum, vjp_reduce_sum);
-    set(OpKind::ReduceMax, vjp_reduce_extremum);
-    set(OpKind::ReduceWindow, vjp_reduce_window);  // max/sum pooling (non-overlapping)
-    set(OpKind::ReduceMin, vjp_reduce_extremum);
-    set(OpKind::ReduceProd, vjp_reduce_prod);
-    set(OpKind::Cumsum, vjp_cumsum);
-    set(OpKind::DotGeneral, vjp_dot_general);
-    set(OpKind::Conv, vjp_conv);
-    set(OpKind::BroadcastInDim, vjp_broadcast_in_dim);
-    set(OpKind::Reshape, vjp_reshape);
-    set(OpKind::Transpose, vjp_transpose);
-    set(OpKind::Slice, vjp_slice);
-    set(OpKind::Pad, vjp_pad);
-    set(OpKind::Concatenate, vjp_concatenate);
-    set(OpKind::Gather, vjp_gather);
-    set(OpKind::ScatterAdd, vjp_scatter_add);
-    set(OpKind::Sort, vjp_sort_topk);
-    set(OpKind::TopK, vjp_sort_topk);
-  }
+// The markers of the VJP column of ops.def that name no rule.
+constexpr VjpRule nondiff = nullptr, decomposed = nullptr, pending = nullptr;
+
+// One entry per row of ops.def, in OpKind order: the rule its VJP column names (defined above, or
+// declared in autodiff.h when another file of src/autodiff defines it). A name without a
+// declaration fails to compile.
+constexpr VjpRule kRules[] = {
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP) VJP,
+#include "ir/ops.def"
+#undef RLX_OP
 };
-const RuleTable& table() {
-  static RuleTable t;
-  return t;
-}
+constexpr bool kNondiff[] = {
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP) std::string_view(#VJP) == "nondiff",
+#include "ir/ops.def"
+#undef RLX_OP
+};
+static_assert(std::size(kRules) == static_cast<size_t>(kNumOps) && std::size(kNondiff) == std::size(kRules));
 
 }  // namespace
 
-VjpRule vjp_rule(OpKind op) { return table().r[static_cast<int>(op)]; }
+VjpRule vjp_rule(OpKind op) { return kRules[static_cast<size_t>(op)]; }
 
-bool is_nondifferentiable(OpKind op) {
-  switch (op) {
-    case OpKind::Constant: case OpKind::Iota: case OpKind::RngUniform: case OpKind::Not:
-    case OpKind::IsNan: case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Eq:
-    case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
-    case OpKind::ArgMax: case OpKind::ArgMin:
-    case OpKind::Dequantize:  // packed integer weights in, no float input to differentiate
-    case OpKind::StopGradient:  // identity in value, zero VJP by definition
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_nondifferentiable(OpKind op) { return kNondiff[static_cast<size_t>(op)]; }
 
 bool has_vjp(OpKind op) { return is_nondifferentiable(op) || vjp_rule(op) != nullptr; }
 

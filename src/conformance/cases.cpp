@@ -8,6 +8,8 @@
 
 namespace rlx {
 
+bool build_sparse_case(OpKind op, DType dt, ConformanceCase* out);  // cases_sparse.cpp
+
 namespace {
 
 using O = OpKind;
@@ -200,7 +202,7 @@ bool build(O op, DType dt, ConformanceCase* out) {
     }
     // identity in value; lowers to its input before LIR
     case O::StopGradient: outs = b.op(op, {cb.in(dt, {3, 5})}); break;
-    default: return false;
+    default: return build_sparse_case(op, dt, out);  // the sparse_* ops (cases_sparse.cpp)
   }
   cb.finish(outs);
   *out = std::move(cb.c);

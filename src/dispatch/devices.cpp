@@ -10,9 +10,12 @@
 #include <set>  // cuda capability allow-list
 
 #include "rlx/device.h"
-#include "backends/gpu/api.h"  // portable_gpu_device_info
+#include "backends/portable/api.h"  // portable_gpu_device_info
 
 namespace rlx {
+namespace sparse {
+bool is_sparse_op(OpKind k);  // src/sparse/reference_sparse.cpp
+}
 
 std::string_view device_status_name(DeviceStatus s) {
   switch (s) {
@@ -40,7 +43,7 @@ CapabilitySet all_mir(DTypeSet dtypes) {
   for (int i = 0; i < num_ops(); ++i) {
     auto k = static_cast<OpKind>(i);
     const auto& info = op_info(k);
-    if (info.level != Level::Mir) continue;
+    if (info.level != Level::Mir || sparse::is_sparse_op(k)) continue;  // sparse: claimed per device
     DTypeSet s = info.min_inputs == 0 ? dtypes : (info.dtypes & dtypes);
     if (k == OpKind::Select) s = DTypeSet::of({DType::boolean});  // predicate; branches checked by dtypes
     if (!s.empty()) c.add(k, s);
@@ -99,6 +102,8 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
     add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
     add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // packed kernel, backends/cpu/dequant_matmul.cpp
+    for (int i = 0; i < num_ops(); ++i)  // CSR ops, backends/cpu/sparse.cpp
+      if (sparse::is_sparse_op(static_cast<OpKind>(i))) cpu.caps.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
     v.push_back(cpu);
   }
 
@@ -161,7 +166,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     v.push_back(hex);
   }
   // gpu/vulkan/opengl: status probed at run time (loader + device), capabilities = what the
-  // GLSL / OpenCL C renderers have kernels for. See src/backends/gpu/device_info.cpp.
+  // GLSL / OpenCL C renderers have kernels for. See src/backends/portable/device_info.cpp.
   for (const char* pg : {"gpu", "vulkan", "opengl"})
     if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));
   if (want("directx")) v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,

@@ -1,15 +1,17 @@
-// Builds the op table from ops.def: names, levels, arity, dtype sets, attribute schemas, rules.
+// Builds the op table from ops.def: names, levels, arity, dtype sets, attribute schemas, rules,
+// groups, tolerance classes and VJP names; checks the table's consistency at compile time.
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "rlx/builder.h"
-#include "rlx/device.h"
 #include "rlx/graph.h"
 
 namespace rlx {
 
 // Shape rules (shape_rules.cpp) and decompositions (src/passes/decompose/*.cpp).
-#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC)                                              \
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP)                               \
   std::string INF(const std::vector<ValueType>&, const Attrs&, std::vector<ValueType>&);           \
   std::vector<int32_t> DEC(Builder&, const Node&, const std::vector<int32_t>&);
 #include "ops.def"
@@ -20,6 +22,47 @@ std::vector<int32_t> nodecomp(Builder&, const Node& n, const std::vector<int32_t
 }
 
 namespace {
+
+// ---- compile-time checks over the rows of ops.def --------------------------------------------
+struct Row {
+  std::string_view name, infer, decomp, vjp;
+  Level level;
+  OpGroup group;
+};
+constexpr Row kRows[] = {
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP) {#E, #INF, #DEC, #VJP, Level::L, OpGroup::GRP},
+#include "ops.def"
+#undef RLX_OP
+};
+static_assert(std::size(kRows) == static_cast<size_t>(kNumOps));
+
+constexpr bool elementwise_rule(std::string_view r) {
+  return r == "infer_unary" || r == "infer_binary" || r == "infer_compare" || r == "infer_select" ||
+         r == "infer_convert" || r == "infer_to_bool" || r == "infer_complex_part";
+}
+// The fusers treat a MIR Elementwise op as "output shape = broadcast of the inputs, one value per element".
+constexpr bool elementwise_rows_have_elementwise_rules() {
+  for (const Row& r : kRows)
+    if (r.level == Level::Mir && r.group == OpGroup::Elementwise && !elementwise_rule(r.infer)) return false;
+  return true;
+}
+static_assert(elementwise_rows_have_elementwise_rules(), "ops.def: a MIR Elementwise op needs an elementwise shape rule");
+// HIR ops decompose; MIR ops are primitives.
+constexpr bool levels_match_decompositions() {
+  for (const Row& r : kRows)
+    if ((r.level == Level::Hir) == (r.decomp == "nodecomp")) return false;
+  return true;
+}
+static_assert(levels_match_decompositions(), "ops.def: a HIR op needs a decomposition, a MIR op has none");
+// HIR ops are differentiated through their decomposition (or stop the gradient); MIR ops say how.
+constexpr bool vjp_column_matches_level() {
+  for (const Row& r : kRows) {
+    if (r.level == Level::Hir && r.vjp != "decomposed" && r.vjp != "nondiff") return false;
+    if (r.level == Level::Mir && r.vjp == "decomposed") return false;
+  }
+  return true;
+}
+static_assert(vjp_column_matches_level(), "ops.def: VJP column is `decomposed` exactly for HIR ops (or nondiff)");
 
 DTypeSet dtype_rule(const char* r) {
   std::string s = r;
@@ -85,9 +128,9 @@ std::vector<AttrSpec> parse_schema(const std::string& schema) {
 
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> t;
-#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC)                                              \
+#define RLX_OP(E, N, L, MI, MA, NO, DT, AT, INF, DEC, GRP, TOL, VJP)                               \
   t.push_back(OpInfo{OpKind::E, N, Level::L, MI, MA, NO, dtype_rule(#DT), parse_schema(AT), &INF,  \
-                     (&DEC == &nodecomp) ? nullptr : &DEC});
+                     (&DEC == &nodecomp) ? nullptr : &DEC, OpGroup::GRP, ToleranceClass::TOL, #VJP});
 #include "ops.def"
 #undef RLX_OP
   return t;
@@ -116,9 +159,16 @@ bool op_by_name(std::string_view name, OpKind* out) {
 
 bool is_elementwise(OpKind k) {
   const auto& i = op_info(k);
-  if (i.level != Level::Mir || k == OpKind::Cumsum) return false;
-  return i.infer == &infer_unary || i.infer == &infer_binary || i.infer == &infer_compare || i.infer == &infer_select ||
-         i.infer == &infer_convert || i.infer == &infer_to_bool || i.infer == &infer_complex_part;
+  return i.level == Level::Mir && i.group == OpGroup::Elementwise;
+}
+
+std::string_view op_group_name(OpGroup g) {
+  static constexpr std::string_view kNames[] = {"source",   "elementwise", "reduction",     "contraction",
+                                                "window",   "scan",        "sort",          "movement",
+                                                "normalization", "attention", "quant",      "linalg",
+                                                "sparse",   "splatting",   "autodiff"};
+  static_assert(std::size(kNames) == static_cast<size_t>(OpGroup::Autodiff) + 1);
+  return kNames[static_cast<int>(g)];
 }
 
 static const char* kAttrKindNames[] = {"int", "float", "str", "ints", "floats", "dims", "dtype", "tensor"};

@@ -49,6 +49,16 @@ Tensor KvCache::keep_mask(int64_t S) const {
   return m;
 }
 
+void apply_repeat_penalty(float* logits, int64_t V, const std::vector<int64_t>& recent, double penalty) {
+  if (penalty == 1.0) return;
+  std::vector<bool> seen(static_cast<size_t>(V), false);
+  for (int64_t t : recent)
+    if (t >= 0 && t < V && !seen[t]) {
+      seen[t] = true;
+      logits[t] = logits[t] > 0 ? static_cast<float>(logits[t] / penalty) : static_cast<float>(logits[t] * penalty);
+    }
+}
+
 int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng) {
   RLX_CHECK(V > 0, "[generate] empty logits");
   if (o.temperature <= 0) {
@@ -66,9 +76,16 @@ int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, s
   double mx = logits[idx[0]] / o.temperature, sum = 0;
   for (int64_t i = 0; i < k; ++i) sum += p[i] = std::exp(logits[idx[i]] / o.temperature - mx);
   int64_t keep = k;
+  if (o.min_p > 0) {
+    for (int64_t i = 1; i < keep; ++i)
+      if (p[i] < o.min_p * p[0]) {
+        keep = i;
+        break;
+      }
+  }
   if (o.top_p < 1.0) {
     double acc = 0;
-    for (int64_t i = 0; i < k; ++i) {
+    for (int64_t i = 0; i < keep; ++i) {
       acc += p[i] / sum;
       if (acc >= o.top_p) {
         keep = i + 1;
@@ -88,7 +105,8 @@ int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, s
 
 std::vector<std::vector<int64_t>> generate(CausalLM& m, const std::vector<std::vector<int64_t>>& prompts,
                                            int64_t max_new, const SamplingOptions& o, int64_t eos,
-                                           GenerateStats* stats) {
+                                           GenerateStats* stats, const TokenCallback& on_token,
+                                           const std::vector<int64_t>& stop) {
   RLX_CHECK(!prompts.empty() && !prompts[0].empty(), "[generate] empty prompt");
   int64_t B = static_cast<int64_t>(prompts.size()), S = static_cast<int64_t>(prompts[0].size());
   for (auto& p : prompts) RLX_CHECK(static_cast<int64_t>(p.size()) == S, "[generate] prompts must have equal length");
@@ -109,17 +127,30 @@ std::vector<std::vector<int64_t>> generate(CausalLM& m, const std::vector<std::v
   if (stats) stats->prefill_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
   auto t1 = clk::now();
   int64_t V = m.vocab();
+  bool stopped = false;
   for (int64_t step = 0; step < max_new; ++step) {
     Tensor next(DType::i64, {B, 1});
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
-      int64_t tok = done[b] ? eos : sample_token(so.logits.data<float>() + b * V, V, o, rng);
+      int64_t tok = eos;
+      if (!done[b]) {
+        float* lg = so.logits.data<float>() + b * V;
+        if (o.repeat_penalty != 1.0) {
+          std::vector<int64_t> recent(prompts[b].begin(), prompts[b].end());
+          recent.insert(recent.end(), out[b].begin(), out[b].end());
+          if (static_cast<int64_t>(recent.size()) > o.repeat_last_n)
+            recent.erase(recent.begin(), recent.end() - o.repeat_last_n);
+          apply_repeat_penalty(lg, V, recent, o.repeat_penalty);
+        }
+        tok = sample_token(lg, V, o, rng);
+        if (on_token && !on_token(b, tok)) stopped = true;
+      }
       out[b].push_back(tok);
-      if (eos >= 0 && tok == eos) done[b] = true;
+      if ((eos >= 0 && tok == eos) || std::find(stop.begin(), stop.end(), tok) != stop.end()) done[b] = true;
       all_done = all_done && done[b];
       next.data<int64_t>()[b] = tok;
     }
-    if (step + 1 == max_new || all_done) break;
+    if (step + 1 == max_new || all_done || stopped) break;
     so = m.step(next, cache.len, &cache);
     cache.append(so.new_k, so.new_v);
     if (stats) ++stats->decode_tokens;

@@ -2,6 +2,7 @@
 // seeded sampling (greedy, temperature, top-k, top-p).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -40,22 +41,33 @@ struct SamplingOptions {
   double temperature = 0;  // 0 = greedy
   int64_t top_k = 0;       // 0 = all
   double top_p = 1.0;      // nucleus mass
+  double min_p = 0;        // drop tokens below min_p x the top token's probability
+  double repeat_penalty = 1.0;  // > 1 discourages tokens seen in the last repeat_last_n
+  int64_t repeat_last_n = 64;
   uint64_t seed = 0;
 };
+
+// Divides positive (multiplies negative) logits of tokens in `recent` by `penalty` (CTRL-style).
+void apply_repeat_penalty(float* logits, int64_t V, const std::vector<int64_t>& recent, double penalty);
 
 // Picks a token from logits[0..V). Greedy when temperature is 0 (lowest index on ties).
 int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng);
 
 struct GenerateStats {
+  double compile_ms = 0;  // compiling the prefill and decode graphs ahead (text sessions), not in the others
   double prefill_ms = 0, decode_ms = 0;
   int64_t decode_tokens = 0;  // tokens produced by decode steps (excludes the prefill's one)
   double decode_tokens_per_s() const { return decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0; }
 };
 
+// Called with (row, token) as each token is chosen; returning false stops generation.
+using TokenCallback = std::function<bool(int64_t, int64_t)>;
+
 // prompts: B rows of equal length. Returns B rows of up to max_new generated ids (stops early per
-// row at eos when eos >= 0; finished rows are padded with eos).
+// row at eos when eos >= 0, or at any id in `stop`; finished rows are padded with eos).
 std::vector<std::vector<int64_t>> generate(CausalLM& m, const std::vector<std::vector<int64_t>>& prompts,
                                            int64_t max_new, const SamplingOptions& o, int64_t eos = -1,
-                                           GenerateStats* stats = nullptr);
+                                           GenerateStats* stats = nullptr, const TokenCallback& on_token = {},
+                                           const std::vector<int64_t>& stop = {});
 
 }  // namespace rlx::models

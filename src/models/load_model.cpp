@@ -48,7 +48,7 @@ Graph load_model(const std::string& path, const ModelLoadOptions& o) {
     HfModelDir m = HfModelDir::open(path);
     return build_bert_graph(BertConfig::from_json(m.config, path), m.weights, BertGraphOptions{});
   }
-  Qwen3Weights w = kind == "gguf" ? load_qwen3_gguf(path) : load_qwen3_hf(path);
+  Qwen3Weights w = load_qwen3(path);
   return qwen3_step_graph(w, o.batch, o.seq, 0, true);
 }
 

@@ -1,7 +1,6 @@
 // fuse-elementwise (planning half): chains of elementwise primitives with one output shape become
 // one generated kernel, so intermediates never touch memory. lower_to_lir builds the kernels.
 #include "passes/passes.h"
-#include "rlx/device.h"
 
 namespace rlx {
 

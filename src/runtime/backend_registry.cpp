@@ -11,7 +11,7 @@ void register_cpu_backend();
 namespace cuda {
 void register_cuda_backend();  // src/backends/cuda
 }
-void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/gpu
+void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/portable
 
 static std::map<std::string, BackendFactory>& registry() {
   static std::map<std::string, BackendFactory> r;

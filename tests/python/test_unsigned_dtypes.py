@@ -1,4 +1,4 @@
-# Issue 4 (dtypes): u16/u32/u64 cross the Python boundary as numpy uint16/uint32/uint64, and u64
+# Unsigned dtypes: u16/u32/u64 cross the Python boundary as numpy uint16/uint32/uint64, and u64
 # keeps unsigned semantics past 2**63.
 import numpy as np
 

@@ -16,6 +16,33 @@ TEST(OpTable, NamesRoundTripAndLevels) {
   }
 }
 
+TEST(OpTable, GroupsTolerancesAndVjpNamesComeFromTheTable) {
+  EXPECT_EQ(num_ops(), kNumOps);
+  // The fusable set: MIR elementwise primitives only (cumsum keeps its input's shape but scans;
+  // gelu is elementwise in meaning but HIR).
+  EXPECT_TRUE(is_elementwise(OpKind::Add));
+  EXPECT_TRUE(is_elementwise(OpKind::Select));
+  EXPECT_TRUE(is_elementwise(OpKind::Convert));
+  EXPECT_FALSE(is_elementwise(OpKind::Cumsum));
+  EXPECT_EQ(op_info(OpKind::Cumsum).group, OpGroup::Scan);
+  EXPECT_FALSE(is_elementwise(OpKind::Gelu));
+  EXPECT_EQ(op_info(OpKind::Gelu).group, OpGroup::Elementwise);
+  EXPECT_FALSE(is_elementwise(OpKind::StopGradient));
+  EXPECT_EQ(op_group_name(OpGroup::Movement), "movement");
+  EXPECT_EQ(op_info(OpKind::Exp).tolerance, ToleranceClass::Transcendental);
+  EXPECT_EQ(op_info(OpKind::DotGeneral).tolerance, ToleranceClass::Accumulating);
+  EXPECT_EQ(op_info(OpKind::Transpose).tolerance, ToleranceClass::Rounded);
+  EXPECT_EQ(op_info(OpKind::Neg).vjp, "vjp_neg");
+  EXPECT_EQ(op_info(OpKind::MatMul).vjp, "decomposed");
+  for (int i = 0; i < num_ops(); ++i) {
+    const auto& info = op_info(static_cast<OpKind>(i));
+    EXPECT_FALSE(info.vjp.empty()) << info.name;
+    if (info.level == Level::Hir) {
+      EXPECT_TRUE(info.vjp == "decomposed" || info.vjp == "nondiff") << info.name;
+    }
+  }
+}
+
 TEST(ShapeRules, BroadcastAndSymbolic) {
   Graph g;
   Builder b(g);

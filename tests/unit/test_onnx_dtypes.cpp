@@ -1,4 +1,4 @@
-// Issue 4 (dtypes): the unsigned dtypes u16/u32/u64 in the reference interpreter and the ONNX
+// The unsigned dtypes u16/u32/u64 in the reference interpreter and the ONNX
 // importer, and the storage-only ONNX types (float8, float4, int4, int2) emulated in f32/i32.
 // Known values come from the ONNX spec's tables (docs/Operators.md Cast, onnx.proto comments).
 #include <gtest/gtest.h>

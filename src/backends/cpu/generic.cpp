@@ -9,6 +9,8 @@
 
 namespace rlx::cpu {
 
+KernelFn find_sparse_kernel(OpKind op);  // sparse.cpp: the sparse_* ops
+
 KernelFn find_kernel(OpKind op, DType dt) {
   switch (op) {
     case OpKind::DotGeneral: return &dot_general;
@@ -26,7 +28,9 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Dequantize: return &dequantize;
     case OpKind::Conv: return dt == DType::f32 ? &conv : nullptr;                      // conv.cpp
     case OpKind::ReduceWindow: return dt == DType::f32 ? &reduce_window : nullptr;     // pool.cpp
-    default: return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)
+    default:
+      if (KernelFn f = find_sparse_kernel(op)) return f;  // sparse.cpp
+      return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)
   }
 }
 

@@ -39,7 +39,7 @@ const char* kVmathText =
 #include "cpu_jit_vmath.inc"
     ;
 
-// See src/backends/cpu/README.md: with ">= 8 kernels" the C++ unit tests compiled 37 libraries
+// See docs/cpu.md (the JIT policy): with ">= 8 kernels" the C++ unit tests compiled 37 libraries
 // (+118 s cold on 2 loaded cores); MiniLM b32 s128 writes 4.7M fused elements per run.
 constexpr int kAutoMinKernels = 32;
 constexpr int64_t kAutoMinElements = int64_t{1} << 20;

@@ -16,7 +16,7 @@
 #include <map>
 #include <sstream>
 
-#include "backends/gpu/api.h"
+#include "backends/portable/api.h"
 #include "runtime/disk_cache.h"  // the shared on-disk cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB)
 
 namespace rlx::gpu {

@@ -115,5 +115,7 @@ Outs eval_attention(const Node& n, const Ins& in, const Types& ot);
 // quant.cpp (quantized weights)
 Outs eval_dequantize(const Node& n, const Ins& in, const Types& ot);
 Outs eval_dequant_matmul(const Node& n, const Ins& in, const Types& ot);
+// src/sparse/reference_sparse.cpp (the sparse_* ops)
+Outs eval_sparse(const Node& n, const Ins& in, const Types& ot);
 
 }  // namespace rlx::ref

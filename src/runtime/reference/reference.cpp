@@ -99,6 +99,16 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     case OpKind::DequantMatMul: return eval_dequant_matmul(n, in, ot);
     // autodiff marker, identity in value
     case OpKind::StopGradient: return {in[0].clone()};
+    // sparse CSR ops (src/sparse/reference_sparse.cpp)
+    case OpKind::SparseMatVec:
+    case OpKind::SparseMatMul:
+    case OpKind::SparseAddDense:
+    case OpKind::SparseTranspose:
+    case OpKind::SparseSddmm:
+    case OpKind::SparseSample:
+    case OpKind::SparseCg:
+    case OpKind::SparseBicgstab:
+    case OpKind::SparseSolve: return eval_sparse(n, in, ot);
   }
   fail("[reference] no reference for op ", static_cast<int>(n.op));
 }

@@ -1,6 +1,6 @@
 // Capability sets and status for the portable GPU devices, derived from the renderers, so the
 // support matrix claims exactly what has a kernel.
-#include "backends/gpu/api.h"
+#include "backends/portable/api.h"
 #include "rlx/device.h"
 
 namespace rlx {

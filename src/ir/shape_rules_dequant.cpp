@@ -1,4 +1,4 @@
-// Shape rules of the quantized-weight ops (dequantize, dequant_matmul); see ops.def.
+// Shape rules of the dequantize ops (dequantize, dequant_matmul): packed GGML weights; see ops.def.
 #include "quant/blocks.h"
 #include "rlx/graph.h"
 

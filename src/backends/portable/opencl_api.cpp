@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "backends/gpu/api.h"
+#include "backends/portable/api.h"
 #include "runtime/disk_cache.h"  // fnv1a64
 
 namespace rlx::gpu {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "backends/gpu/api.h"
+#include "backends/portable/api.h"
 #include "runtime/backend.h"
 
 namespace rlx::gpu {

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Sparse on the lent H200 (the `device` tool): builds RLX from source (scripts/device/CMakeLists.txt)
+# and runs bench/h200_sparse (cuSPARSE SpMV/SpMM + device-resident CG, RLX) and
+# bench/h200_sparse_cupy.py (the same workloads with cupyx.scipy.sparse) on one 2-D Poisson matrix.
+# $OUT gets log.txt, h200_sparse.json (both systems' rows, ratios vs CuPy) and rlx_rows.jsonl.
+#   carry: build-cuda/devcarry (as scripts/device/h200_cuda.sh)
+#   command: bash scripts/device/h200_sparse.sh        (M=1000 REPS=200 by default)
+set -u
+OUT=${OUT:-/tmp/rlx-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+ROOT=$PWD
+B=/tmp/rlx-device-build
+M=${M:-1000}
+REPS=${REPS:-200}
+export RLX_CACHE_DIR=/tmp/rlx-cache
+t0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader || true
+stamp build
+set -o pipefail
+if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
+       ninja -C $B -j "$(nproc)" h200_sparse 2>&1 | tail -15; }; then
+  stamp "build FAILED"
+  exit 1
+fi
+set +o pipefail
+stamp "rlx: cuSPARSE SpMV/SpMM + CG (m=$M)"
+$B/bin/h200_sparse "$OUT/rlx_rows.jsonl" "$M" "$REPS" || stamp "h200_sparse failed (rc $?)"
+stamp "cupy: same workloads"
+python3 bench/h200_sparse_cupy.py "$OUT/rlx_rows.jsonl" "$OUT/h200_sparse.json" "$M" "$REPS" || stamp "cupy side failed (rc $?)"
+stamp done
