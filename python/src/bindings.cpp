@@ -310,12 +310,14 @@ Bindings to_bindings(const nb::handle& h) {
 }
 
 }  // namespace
+void bind_splat(nb::module_& m);  // bind_splat.cpp
 }  // namespace rlx
 
 NB_MODULE(_rlx, m) {
   using namespace rlx;
   m.doc() = "RLX tensor compiler and runtime (low-level bindings; use the `rlx` package)";
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+  bind_splat(m);
 
   auto dt = nb::enum_<DType>(m, "DType");
   for (int i = 0; i < kNumDTypes; ++i) {

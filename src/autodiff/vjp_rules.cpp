@@ -8,6 +8,12 @@
 
 namespace rlx::ad {
 
+// Native-only ops whose rules emit their gradient ops (vjp_splat.cpp).
+std::vector<ValueId> vjp_splat_project(Builder&, const Node&, const std::vector<ValueId>&,
+                                       const std::vector<ValueId>&, const std::vector<ValueId>&);
+std::vector<ValueId> vjp_splat_rasterize(Builder&, const Node&, const std::vector<ValueId>&,
+                                         const std::vector<ValueId>&, const std::vector<ValueId>&);
+
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -479,6 +485,8 @@ struct RuleTable {
     set(OpKind::ScatterAdd, vjp_scatter_add);
     set(OpKind::Sort, vjp_sort_topk);
     set(OpKind::TopK, vjp_sort_topk);
+    set(OpKind::SplatProject, vjp_splat_project);      // vjp_splat.cpp
+    set(OpKind::SplatRasterize, vjp_splat_rasterize);  // vjp_splat.cpp
   }
 };
 const RuleTable& table() {

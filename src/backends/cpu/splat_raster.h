@@ -1,0 +1,15 @@
+// Vectorized f32 compositing of one tile (splat_raster.cpp) for the cpu splat kernels.
+#pragma once
+#include <cstdint>
+
+#include "splat/splat_math.h"
+
+namespace rlx::cpu {
+
+// Composites tile `t` for 3 channels; returns false (writing nothing) for other channel counts or
+// tiles over 64x64, which then take the generic template.
+bool rasterize_tile_f32_rgb(const splat::RasterIn& r, const splat::TileBins& bins, int64_t t, const float* means2d,
+                            const float* conics, const float* colors, const float* opac, const float* bg, float* image,
+                            float* alpha);
+
+}  // namespace rlx::cpu
