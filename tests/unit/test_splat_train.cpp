@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "splat/synthetic.h"
 #include "splat/train.h"
@@ -37,6 +38,8 @@ TEST(SplatTrain, SyntheticSceneRefitsAbove30dB) {
   fit(s, views, fo, [&](const StepStats& st) { last = st.psnr; });
   double worst = 1e9;
   for (auto& c : held) worst = std::min(worst, psnr(render(s, c, bg, ro), render(truth, c, bg, ro)));
+  std::printf("held-out psnr (worst of %zu): %.2f dB, %lld Gaussians\n", held.size(), worst,
+              static_cast<long long>(s.size()));
   EXPECT_GE(worst, 30.0) << "last training-view psnr " << last << ", " << s.size() << " Gaussians";
 }
 
