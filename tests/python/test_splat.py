@@ -93,7 +93,7 @@ def test_ply_round_trip(tmp_path):
     for a, b in zip(p, q):
         np.testing.assert_array_equal(a, b)
     with open(path, "rb") as fh:
-        head = fh.read(400).decode("latin1")
+        head = fh.read(2000).decode("latin1")
     assert "property float f_rest_23" in head and "property float rot_3" in head
 
 
