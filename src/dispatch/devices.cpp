@@ -99,7 +99,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
     add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
     add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // packed kernel, backends/cpu/dequant_matmul.cpp
-    add_hir(cpu.caps, {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatRasterize,
+    add_hir(cpu.caps, {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatSh, OpKind::SplatRasterize,
                        OpKind::SplatRasterizeGrad}, DTypeSet::of({D::f32, D::f64}));  // backends/cpu/splat.cpp
     v.push_back(cpu);
   }

@@ -316,10 +316,17 @@ inline T splat_alpha(const T* m2, const T* con, T opac, T px, T py, T* sigma_out
   return alpha;
 }
 
+// True when pixel center (px, py) lies beyond Gaussian i's box (plus a pixel): there alpha < 1/255
+// (the radii are the opacity-aware extents of the x and y marginals), so it is skipped before exp.
+template <class T>
+inline bool outside_box(const T* m2, const int32_t* rad, T px, T py) {
+  return std::abs(m2[0] - px) > T(rad[0] + 1) || std::abs(m2[1] - py) > T(rad[1] + 1);
+}
+
 // Composites tile `t` front to back into image [H,W,C] and alpha [H,W].
 template <class T>
 inline void rasterize_tile(const RasterIn& r, const TileBins& b, int64_t t, const T* means2d, const T* conics,
-                           const T* colors, const T* opac, const T* bg, T* image, T* alpha_img) {
+                           const T* colors, const T* opac, const int32_t* radii, const T* bg, T* image, T* alpha_img) {
   const int64_t tx = t % b.tiles_x, ty = t / b.tiles_x, C = r.channels;
   const int64_t x0 = tx * r.tile, y0 = ty * r.tile, x1 = std::min(r.width, x0 + r.tile),
                 y1 = std::min(r.height, y0 + r.tile);
@@ -332,6 +339,7 @@ inline void rasterize_tile(const RasterIn& r, const TileBins& b, int64_t t, cons
       std::fill(acc.begin(), acc.end(), T(0));
       for (int64_t k = s; k < e; ++k) {
         const int32_t i = b.ids[static_cast<size_t>(k)];
+        if (outside_box(means2d + 2 * i, radii + 2 * i, px, py)) continue;
         T sigma, g;
         const T al = splat_alpha(means2d + 2 * i, conics + 3 * i, opac[i], px, py, &sigma, &g);
         if (al == T(0)) continue;
@@ -352,7 +360,8 @@ inline void rasterize_tile(const RasterIn& r, const TileBins& b, int64_t t, cons
 // v_bg_tile [C] gets this tile's background gradient. A reduction by gaussian id follows.
 template <class T>
 inline void rasterize_tile_vjp(const RasterIn& r, const TileBins& b, int64_t t, const T* means2d, const T* conics,
-                               const T* colors, const T* opac, const T* bg, const T* v_image, const T* v_alpha,
+                               const T* colors, const T* opac, const int32_t* radii, const T* bg, const T* v_image,
+                               const T* v_alpha,
                                T* v_m2, T* v_con, T* v_col, T* v_op, T* v_bg_tile) {
   const int64_t tx = t % b.tiles_x, ty = t / b.tiles_x, C = r.channels;
   const int64_t x0 = tx * r.tile, y0 = ty * r.tile, x1 = std::min(r.width, x0 + r.tile),
@@ -367,6 +376,7 @@ inline void rasterize_tile_vjp(const RasterIn& r, const TileBins& b, int64_t t, 
       int64_t last = s;
       for (int64_t k = s; k < e; ++k) {
         const int32_t i = b.ids[static_cast<size_t>(k)];
+        if (outside_box(means2d + 2 * i, radii + 2 * i, px, py)) continue;
         T sigma, g;
         const T al = splat_alpha(means2d + 2 * i, conics + 3 * i, opac[i], px, py, &sigma, &g);
         if (al == T(0)) continue;
@@ -387,6 +397,7 @@ inline void rasterize_tile_vjp(const RasterIn& r, const TileBins& b, int64_t t, 
       T Tcur = T_final;
       for (int64_t k = last - 1; k >= s; --k) {
         const int32_t i = b.ids[static_cast<size_t>(k)];
+        if (outside_box(means2d + 2 * i, radii + 2 * i, px, py)) continue;
         T sigma, g;
         const T al = splat_alpha(means2d + 2 * i, conics + 3 * i, opac[i], px, py, &sigma, &g);
         if (al == T(0)) continue;
@@ -466,7 +477,7 @@ void rasterize_forward(const RasterIn& r, const T* means2d, const T* conics, con
                        const T* depths, const int32_t* radii, const T* bg, T* image, T* alpha, Par&& par) {
   TileBins b = bin_tiles(r.n, means2d, radii, depths, r.width, r.height, r.tile);
   par(b.tiles_x * b.tiles_y, [&](int64_t tb, int64_t te) {
-    for (int64_t t = tb; t < te; ++t) rasterize_tile(r, b, t, means2d, conics, colors, opac, bg, image, alpha);
+    for (int64_t t = tb; t < te; ++t) rasterize_tile(r, b, t, means2d, conics, colors, opac, radii, bg, image, alpha);
   });
 }
 
@@ -481,7 +492,7 @@ void rasterize_backward(const RasterIn& r, const T* means2d, const T* conics, co
       ebg(static_cast<size_t>(nt * C), T(0));
   par(nt, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t)
-      rasterize_tile_vjp(r, b, t, means2d, conics, colors, opac, bg, v_image, v_alpha, em2.data(), econ.data(),
+      rasterize_tile_vjp(r, b, t, means2d, conics, colors, opac, radii, bg, v_image, v_alpha, em2.data(), econ.data(),
                          ecol.data(), eop.data(), ebg.data() + t * C);
   });
   std::fill(v_means2d, v_means2d + 2 * r.n, T(0));

@@ -28,7 +28,7 @@ bool rasterize_f32_rgb(const Node& n, const std::vector<Tensor>& in, std::vector
   parallel_for(b.tiles_x * b.tiles_y, 1, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t)
       rasterize_tile_f32_rgb(r, b, t, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
-                             in[3].data<float>(), in[6].data<float>(), out[0].data<float>(), out[1].data<float>());
+                             in[3].data<float>(), in[5].data<int32_t>(), in[6].data<float>(), out[0].data<float>(), out[1].data<float>());
   });
   return true;
 }

@@ -5,6 +5,7 @@
 #include "backends/cpu/splat_raster.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/vmath.h"
@@ -123,15 +124,15 @@ CompositeFn composite_for_isa() {
 }  // namespace
 
 bool rasterize_tile_f32_rgb(const splat::RasterIn& r, const splat::TileBins& bins, int64_t t, const float* means2d,
-                            const float* conics, const float* colors, const float* opac, const float* bg, float* image,
-                            float* alpha) {
+                            const float* conics, const float* colors, const float* opac, const int32_t* radii,
+                            const float* bg, float* image, float* alpha) {
   if (r.channels != 3 || r.tile * r.tile > kMaxLanes) return false;
   thread_local Lanes L;
   static const CompositeFn composite = composite_for_isa();
   const int64_t tx = t % bins.tiles_x, ty = t / bins.tiles_x;
   const int64_t x0 = tx * r.tile, y0 = ty * r.tile, x1 = std::min(r.width, x0 + r.tile),
                 y1 = std::min(r.height, y0 + r.tile);
-  const int w = static_cast<int>(x1 - x0), n = static_cast<int>((x1 - x0) * (y1 - y0));
+  const int w = static_cast<int>(x1 - x0), rows = static_cast<int>(y1 - y0), n = w * rows;
   for (int p = 0; p < n; ++p) {
     L.px[p] = static_cast<float>(x0 + p % w) + 0.5f;
     L.py[p] = static_cast<float>(y0 + p / w) + 0.5f;
@@ -144,9 +145,22 @@ bool rasterize_tile_f32_rgb(const splat::RasterIn& r, const splat::TileBins& bin
     const int32_t i = bins.ids[static_cast<size_t>(k)];
     const float* con = conics + 3 * i;
     const float* col = colors + 3 * i;
-    const int alive = composite(n, means2d[2 * i], means2d[2 * i + 1], con[0], con[1], con[2], opac[i], col[0],
-                                col[1], col[2], L.px, L.py, L.T, L.live, L.acc[0], L.acc[1], L.acc[2]);
-    if (alive == 0) break;
+    // Only the tile rows inside the Gaussian's box: outside it alpha < 1/255 (the box is the
+    // opacity-aware extent of the marginal in y), so those lanes would be skipped anyway.
+    const float my = means2d[2 * i + 1], ry = static_cast<float>(radii[2 * i + 1]);
+    const int r0 = std::clamp(static_cast<int>(std::floor(my - ry - 0.5f)) - 1 - static_cast<int>(y0), 0, rows);
+    const int r1 = std::clamp(static_cast<int>(std::ceil(my + ry - 0.5f)) + 2 - static_cast<int>(y0), 0, rows);
+    if (r0 >= r1) continue;
+    const int o = r0 * w;
+    const int alive_rows = composite((r1 - r0) * w, means2d[2 * i], means2d[2 * i + 1], con[0], con[1], con[2], opac[i], col[0],
+                                col[1], col[2], L.px + o, L.py + o, L.T + o, L.live + o, L.acc[0] + o,
+                                     L.acc[1] + o, L.acc[2] + o);
+    // all lanes done: count the untouched rows' live lanes too (cheap, rare)
+    if (alive_rows == 0) {
+      int alive = 0;
+      for (int p = 0; p < n; ++p) alive += L.live[p] != 0.f;
+      if (alive == 0) break;
+    }
   }
   for (int p = 0; p < n; ++p) {
     const int64_t x = x0 + p % w, y = y0 + p / w;

@@ -9,7 +9,7 @@ namespace rlx::cpu {
 // Composites tile `t` for 3 channels; returns false (writing nothing) for other channel counts or
 // tiles over 64x64, which then take the generic template.
 bool rasterize_tile_f32_rgb(const splat::RasterIn& r, const splat::TileBins& bins, int64_t t, const float* means2d,
-                            const float* conics, const float* colors, const float* opac, const float* bg, float* image,
-                            float* alpha);
+                            const float* conics, const float* colors, const float* opac, const int32_t* radii,
+                            const float* bg, float* image, float* alpha);
 
 }  // namespace rlx::cpu

@@ -1,5 +1,6 @@
 // Decomposition of splat_sh (spherical-harmonics color) into MIR: normalize the directions, build
 // the (degree+1)^2 real SH basis from products of x, y, z, contract it with the coefficients.
+// (cpu also runs splat_sh natively when it is compiled, not differentiated: backends/cpu/splat.cpp.)
 #include "passes/decompose/common.h"
 #include "splat/splat_math.h"
 
@@ -48,7 +49,10 @@ std::vector<int32_t> decompose_splat_sh(Builder& b, const Node& n, const std::ve
   ValueId B = basis.size() == 1 ? basis[0] : b.op1(OpKind::Concatenate, basis, {{"axis", int64_t{1}}});
   ValueId coeffs = in[1];
   if (K > nb) coeffs = b.op1(OpKind::Slice, {coeffs}, {{"start", Ints{0, 0, 0}}, {"limit", Ints{N, nb, C}}});
-  return {b.dot_general(B, coeffs, {0}, {0}, {1}, {1})};
+  // sum_k basis[n,k] * coeffs[n,k,c] as a broadcast product and a reduction: elementwise work that
+  // fuses (a batched dot_general of N 1xK·KxC products is far slower on every device here).
+  ValueId Bb = b.broadcast_in_dim(B, {N, nb, C}, {0, 1});
+  return {b.reduce(OpKind::ReduceSum, b.mul(Bb, coeffs), {1}, false)};
 }
 
 }  // namespace rlx
