@@ -481,10 +481,12 @@ void rasterize_forward(const RasterIn& r, const T* means2d, const T* conics, con
   });
 }
 
-template <class T, class Par>
-void rasterize_backward(const RasterIn& r, const T* means2d, const T* conics, const T* colors, const T* opac,
-                        const T* depths, const int32_t* radii, const T* bg, const T* v_image, const T* v_alpha,
-                        T* v_means2d, T* v_conics, T* v_colors, T* v_opac, T* v_bg, Par&& par) {
+// tile_vjp(t, em2, econ, ecol, eop, ebg_tile) may take a tile (returning true) instead of the template.
+template <class T, class Par, class TileVjp>
+void rasterize_backward_with(const RasterIn& r, const T* means2d, const T* conics, const T* colors, const T* opac,
+                             const T* depths, const int32_t* radii, const T* bg, const T* v_image, const T* v_alpha,
+                             T* v_means2d, T* v_conics, T* v_colors, T* v_opac, T* v_bg, Par&& par,
+                             TileVjp&& tile_vjp) {
   TileBins b = bin_tiles(r.n, means2d, radii, depths, r.width, r.height, r.tile);
   const int64_t M = static_cast<int64_t>(b.ids.size()), C = r.channels, nt = b.tiles_x * b.tiles_y;
   std::vector<T> em2(static_cast<size_t>(M) * 2, T(0)), econ(static_cast<size_t>(M) * 3, T(0)),
@@ -492,8 +494,9 @@ void rasterize_backward(const RasterIn& r, const T* means2d, const T* conics, co
       ebg(static_cast<size_t>(nt * C), T(0));
   par(nt, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t)
-      rasterize_tile_vjp(r, b, t, means2d, conics, colors, opac, radii, bg, v_image, v_alpha, em2.data(), econ.data(),
-                         ecol.data(), eop.data(), ebg.data() + t * C);
+      if (!tile_vjp(b, t, em2.data(), econ.data(), ecol.data(), eop.data(), ebg.data() + t * C))
+        rasterize_tile_vjp(r, b, t, means2d, conics, colors, opac, radii, bg, v_image, v_alpha, em2.data(),
+                           econ.data(), ecol.data(), eop.data(), ebg.data() + t * C);
   });
   std::fill(v_means2d, v_means2d + 2 * r.n, T(0));
   std::fill(v_conics, v_conics + 3 * r.n, T(0));
@@ -509,6 +512,14 @@ void rasterize_backward(const RasterIn& r, const T* means2d, const T* conics, co
   }
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t j = 0; j < C; ++j) v_bg[j] += ebg[static_cast<size_t>(t * C + j)];
+}
+
+template <class T, class Par>
+void rasterize_backward(const RasterIn& r, const T* means2d, const T* conics, const T* colors, const T* opac,
+                        const T* depths, const int32_t* radii, const T* bg, const T* v_image, const T* v_alpha,
+                        T* v_means2d, T* v_conics, T* v_colors, T* v_opac, T* v_bg, Par&& par) {
+  rasterize_backward_with(r, means2d, conics, colors, opac, depths, radii, bg, v_image, v_alpha, v_means2d, v_conics,
+                          v_colors, v_opac, v_bg, par, [](const TileBins&, int64_t, T*, T*, T*, T*, T*) { return false; });
 }
 
 }  // namespace rlx::splat

@@ -33,10 +33,30 @@ bool rasterize_f32_rgb(const Node& n, const std::vector<Tensor>& in, std::vector
   return true;
 }
 
+// f32 RGB backward compositing: the vectorized tile VJP (splat_raster_grad.cpp) in the shared driver.
+bool rasterize_grad_f32_rgb(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  splat::RasterIn r = splat::raster_params(n, in);
+  if (r.channels != 3 || r.tile * r.tile > 64 * 64) return false;
+  const float *m2 = in[0].data<float>(), *con = in[1].data<float>(), *col = in[2].data<float>(),
+              *op = in[3].data<float>(), *bg = in[6].data<float>(), *vi = in[7].data<float>(),
+              *va = in[8].data<float>();
+  const int32_t* rad = in[5].data<int32_t>();
+  Pool pool{1};
+  splat::rasterize_backward_with<float>(
+      r, m2, con, col, op, in[4].data<float>(), rad, bg, vi, va, out[0].data<float>(), out[1].data<float>(),
+      out[2].data<float>(), out[3].data<float>(), out[4].data<float>(), pool,
+      [&](const splat::TileBins& b, int64_t t, float* em2, float* econ, float* ecol, float* eop, float* ebg) {
+        return rasterize_tile_vjp_f32_rgb(r, b, t, m2, con, col, op, rad, bg, vi, va, em2, econ, ecol, eop, ebg);
+      });
+  return true;
+}
+
 template <class T>
 void splat_kernel(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if constexpr (std::is_same_v<T, float>)
-    if (n.op == OpKind::SplatRasterize && rasterize_f32_rgb(n, in, out)) return;
+    if ((n.op == OpKind::SplatRasterize && rasterize_f32_rgb(n, in, out)) ||
+        (n.op == OpKind::SplatRasterizeGrad && rasterize_grad_f32_rgb(n, in, out)))
+      return;
   // Tiles are coarse work items (up to 256 pixels x their lists): one per claim; Gaussians by 256.
   const bool tiles = n.op == OpKind::SplatRasterize || n.op == OpKind::SplatRasterizeGrad;
   Pool pool{tiles ? 1 : (n.op == OpKind::SplatProjectGrad ? 1 : 256)};
