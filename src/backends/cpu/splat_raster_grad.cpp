@@ -100,6 +100,29 @@ __attribute__((target("avx512f,avx512vl,avx2,fma"), optimize("O3"))) void back_a
   RLX_SPLAT_BACK_BODY
 }
 
+// Per-entry sums of the 9 lane terms; reassociated (the order is the kernel's own, fixed per ISA level)
+// so they vectorize.
+#define RLX_SPLAT_SUM_BODY                                   \
+  for (int q = 0; q < 9; ++q) {                              \
+    const float* x = red + q * kMaxLanes;                    \
+    float acc = 0.f;                                         \
+    for (int p = 0; p < cnt; ++p) acc += x[p];               \
+    out[q] = acc;                                            \
+  }
+__attribute__((optimize("O3", "associative-math", "no-signed-zeros"))) void sum_generic(const float* red, int cnt,
+                                                                                      float* out) {
+  RLX_SPLAT_SUM_BODY
+}
+__attribute__((target("avx2,fma"), optimize("O3", "associative-math", "no-signed-zeros"))) void sum_avx2(
+    const float* red, int cnt, float* out) {
+  RLX_SPLAT_SUM_BODY
+}
+__attribute__((target("avx512f,avx512vl,avx2,fma"), optimize("O3", "associative-math", "no-signed-zeros"))) void
+sum_avx512(const float* red, int cnt, float* out) {
+  RLX_SPLAT_SUM_BODY
+}
+using SumFn = void (*)(const float*, int, float*);
+
 using TrackFn = int (*)(RLX_SPLAT_TRACK_ARGS);
 using BackFn = void (*)(RLX_SPLAT_BACK_ARGS);
 
@@ -121,6 +144,7 @@ bool rasterize_tile_vjp_f32_rgb(const splat::RasterIn& r, const splat::TileBins&
   const CpuIsa isa = cpu_isa();
   const TrackFn track = isa == CpuIsa::Avx512 ? &track_avx512 : isa == CpuIsa::Avx2 ? &track_avx2 : &track_generic;
   const BackFn back = isa == CpuIsa::Avx512 ? &back_avx512 : isa == CpuIsa::Avx2 ? &back_avx2 : &back_generic;
+  const SumFn sum9 = isa == CpuIsa::Avx512 ? &sum_avx512 : isa == CpuIsa::Avx2 ? &sum_avx2 : &sum_generic;
   const int64_t tx = t % bins.tiles_x, ty = t / bins.tiles_x;
   const int64_t x0 = tx * r.tile, y0 = ty * r.tile, x1 = std::min(r.width, x0 + r.tile),
                 y1 = std::min(r.height, y0 + r.tile);
@@ -173,14 +197,11 @@ bool rasterize_tile_vjp_f32_rgb(const splat::RasterIn& r, const splat::TileBins&
     const float* con = conics + 3 * i;
     const float* col = colors + 3 * i;
     float(*red)[kMaxLanes] = L.red;
-    float* shifted[9];
-    for (int q = 0; q < 9; ++q) shifted[q] = red[q] + o;
     back(cnt, static_cast<float>(k - s), means2d[2 * i], means2d[2 * i + 1], con[0], con[1], con[2], opac[i], col[0],
          col[1], col[2], L.px + o, L.py + o, L.T + o, L.last + o, L.S[0] + o, L.S[1] + o, L.S[2] + o, L.vo[0] + o,
          L.vo[1] + o, L.vo[2] + o, L.va + o, L.bgdot + o, L.Tf + o, reinterpret_cast<float(*)[kMaxLanes]>(red[0] + o));
-    float sum[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    for (int q = 0; q < 9; ++q)
-      for (int p = 0; p < cnt; ++p) sum[q] += shifted[q][p];
+    float sum[9];
+    sum9(red[0] + o, cnt, sum);
     for (int ch = 0; ch < 3; ++ch) v_col[k * 3 + ch] += sum[ch];
     for (int j = 0; j < 3; ++j) v_con[k * 3 + j] += sum[3 + j];
     v_m2[k * 2] += sum[6];
