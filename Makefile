@@ -95,6 +95,19 @@ train-demo: build
 bench-mnist-train: build
 	$(PY) bench/mnist_train.py --rlx $(BUILD)/bin/rlx
 
+# Gaussian splatting (not part of `make test`): a larger synthetic scene (2000 Gaussians, SH degree 3,
+# 24 views of 256x256) re-fit from random Gaussians through the CLI; and the cpu benchmark.
+.PHONY: splat-demo bench-splat
+SPLAT_DIR ?= /tmp/rlx-splat-demo
+splat-demo: build
+	$(BUILD)/bin/rlx splat synth --out-dir $(SPLAT_DIR) --count 2000 --views 24 --size 256 --sh-degree 3
+	$(BUILD)/bin/rlx splat train --images $(SPLAT_DIR) --cameras $(SPLAT_DIR)/cameras.json --steps 3000 \
+	  --init-count 1000 --holdout-every 6 --out $(SPLAT_DIR)/fit.ply
+	$(BUILD)/bin/rlx splat render $(SPLAT_DIR)/fit.ply --camera $(SPLAT_DIR)/cameras.json --camera-index 5 \
+	  --out $(SPLAT_DIR)/fit_view5.png
+bench-splat: build
+	PYTHONPATH=$(BUILD)/python $(PY) bench/splat.py
+
 # Portable GPU (not part of `make test`): the full 6-layer MiniLM on vulkan/opengl/gpu vs cpu
 # (minutes on software drivers; `make test` runs a 1-layer version), and the timing benchmark
 # (writes bench/results/portable_gpu.json).

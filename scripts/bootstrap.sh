@@ -7,7 +7,7 @@
 set -euo pipefail
 
 APT_PKGS=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgmock-dev nlohmann-json3-dev
-          zlib1g-dev libopenblas-dev python3 python3-pip
+          zlib1g-dev libpng-dev libopenblas-dev python3 python3-pip
           protobuf-compiler libprotobuf-dev)  # protobuf: the ONNX importer
 APT_PKGS+=(libicu-dev)  # Unicode for the WordPiece tokenizer
 APT_PKGS+=(libsuitesparse-dev)  # KLU/UMFPACK/CHOLMOD: sparse_solve (src/sparse/direct.cpp)

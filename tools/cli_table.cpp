@@ -225,6 +225,36 @@ std::vector<Command> make_table() {
        "masks), booleans true. Throughput is batch / p50.",
        "docs/bench.md",
        cmd_bench});
+      {"splat",
+       "3D Gaussian splatting: render a .ply scene, fit one to posed images, or write a synthetic dataset",
+       "rlx splat render SCENE.ply --camera FILE --out IMG.png | rlx splat train --images DIR --cameras FILE "
+       "| rlx splat synth --out-dir DIR",
+       {{"action", "render, train or synth"}, {"scene", "render: the 3DGS .ply to draw", 0, 1}},
+       {path("camera", "FILE", "render: cameras (.json, or COLMAP text: a folder or its cameras.txt/images.txt)")
+            .exists(),
+        integer("camera-index", "I", "render: which camera of the file", "0", at_least(0)),
+        path("out", "FILE", "render: the PNG written; train: the .ply written")
+            .out({".png", ".ply"}),
+        path("images", "DIR", "train: the folder of the cameras' image files").exists(),
+        path("cameras", "FILE", "train: cameras (.json or COLMAP text) naming the image files").exists(),
+        path("init", "FILE", "train: start from this .ply instead of random Gaussians").exists(),
+        integer("init-count", "N", "train: random initial Gaussians", "2000", at_least(1)),
+        integer("steps", "N", "train: optimization steps", "1000", at_least(1)),
+        integer("holdout-every", "K", "train: every K-th view is held out for PSNR (0: none)", "8", at_least(0)),
+        flag("no-densify", "train: no clone/split/prune"),
+        integer("log-every", "K", "train: a PSNR line every K steps when stderr is no terminal", "10", at_least(1)),
+        integer("sh-degree", "D", "spherical-harmonics degree", "3", {0, 3}),
+        list("background", "R,G,B", "background color", Item::Plain, "0,0,0"),
+        integer("seed", "S", "random initialization / synthetic scene seed", "0", at_least(0)),
+        path("out-dir", "DIR", "synth: the folder written"),
+        integer("count", "N", "synth: Gaussians in the scene", "300", at_least(1)),
+        integer("views", "N", "synth: cameras on the ring", "16", at_least(1)),
+        integer("size", "PX", "synth: image width and height", "128", {8, 8192}),
+        device_flag("the device the graphs compile for"),
+        flag("quiet", "no progress bar or step lines")},
+       "",
+       "docs/splatting.md",
+       cmd_splat});
   t.push_back(
       {"ops",
        "the op x dtype conformance harness against the reference on a device; --write regenerates the "

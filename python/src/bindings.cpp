@@ -315,6 +315,7 @@ Bindings to_bindings(const nb::handle& h) {
 }
 
 }  // namespace
+void bind_splat(nb::module_& m);  // bind_splat.cpp
 }  // namespace rlx
 
 namespace rlx {
@@ -326,6 +327,7 @@ NB_MODULE(_rlx, m) {
   m.doc() = "RLX tensor compiler and runtime (low-level bindings; use the `rlx` package)";
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
   bind_sparse(m);
+  bind_splat(m);
 
   auto dt = nb::enum_<DType>(m, "DType");
   for (int i = 0; i < kNumDTypes; ++i) {

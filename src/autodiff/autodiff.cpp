@@ -54,7 +54,8 @@ ValueId zeros(Builder& b, const ValueType& t) {
 
 Graph decompose_for_ad(const Graph& f) {
   return decompose_graph(f, [](const Node& n, const Graph&) {
-    return op_info(n.op).level == Level::Hir && n.op != OpKind::StopGradient;
+    // Native-only HIR ops (no decomposition, e.g. the splat ops) stay: their VJP rules emit native ops.
+    return op_info(n.op).level == Level::Hir && n.op != OpKind::StopGradient && op_info(n.op).decompose != nullptr;
   });
 }
 

@@ -65,5 +65,7 @@ VjpRule vjp_rule(OpKind op);
 // vjp_sparse.cpp
 RLX_VJP_DECL(vjp_sparse_matvec) RLX_VJP_DECL(vjp_sparse_add_dense) RLX_VJP_DECL(vjp_sparse_transpose)
 RLX_VJP_DECL(vjp_sparse_sddmm) RLX_VJP_DECL(vjp_sparse_sample) RLX_VJP_DECL(vjp_sparse_solve)
+// vjp_splat.cpp
+RLX_VJP_DECL(vjp_splat_project) RLX_VJP_DECL(vjp_splat_rasterize)
 
 }  // namespace rlx::ad

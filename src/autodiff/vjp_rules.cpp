@@ -11,6 +11,12 @@
 
 namespace rlx::ad {
 
+// Native-only ops whose rules emit their gradient ops (vjp_splat.cpp).
+std::vector<ValueId> vjp_splat_project(Builder&, const Node&, const std::vector<ValueId>&,
+                                       const std::vector<ValueId>&, const std::vector<ValueId>&);
+std::vector<ValueId> vjp_splat_rasterize(Builder&, const Node&, const std::vector<ValueId>&,
+                                         const std::vector<ValueId>&, const std::vector<ValueId>&);
+
 namespace {
 
 using Ints = std::vector<int64_t>;

@@ -5,6 +5,7 @@
 #include "quant/blocks.h"
 #include "rlx/builder.h"
 #include "rlx/conformance.h"
+#include "splat/synthetic.h"
 
 namespace rlx {
 
@@ -75,6 +76,37 @@ struct CaseBuilder {
     for (auto o : outs) b.output(o);
   }
 };
+
+// Splat ops on 24 Gaussians in front of a 24x20 camera; the 2-D inputs of rasterize come from a
+// projection node in the same graph, so they are consistent (radii match the conics).
+std::vector<ValueId> splat_case(CaseBuilder& cb, O op, DType dt) {
+  auto& b = cb.b;
+  const int64_t n = 24, w = 24, h = 20;
+  auto cast = [&](const Tensor& t) {
+    Tensor o(dt, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i) o.set(i, t.get(i));
+    return o;
+  };
+  splat::Scene s = splat::random_scene(n, 1, 5, 0.6, 0.12, DType::f64);
+  const double eye[3] = {0.3, -0.4, -3.0}, target[3] = {0, 0, 0};
+  splat::Camera cam = splat::look_at(eye, target, w, h, 55);
+  Tensor op_t(DType::f64, {n});
+  for (int64_t i = 0; i < n; ++i) op_t.set(i, 0.3 + 0.6 * (static_cast<double>(i % 5) / 4.0));
+  if (op == O::SplatSh) return b.op(op, {cb.in_tensor(cast(s.means)), cb.in_tensor(cast(s.sh))}, {{"degree", int64_t{1}}});
+  ValueId means = cb.in_tensor(cast(s.means)), ls = cb.in_tensor(cast(s.log_scales)), q = cb.in_tensor(cast(s.quats));
+  ValueId opac = cb.in_tensor(cast(op_t)), view = cb.in_tensor(cam.viewmat(dt)), K = cb.in_tensor(cam.intrinsics(dt));
+  Attrs pa{{"width", w}, {"height", h}};
+  auto pr = b.op(O::SplatProject, {means, ls, q, opac, view, K}, pa);
+  if (op == O::SplatProject) return pr;
+  if (op == O::SplatProjectGrad)
+    return b.op(op, {means, ls, q, opac, view, K, pr[3], cb.in(dt, {n, 2}), cb.in(dt, {n, 3}), cb.in(dt, {n})}, pa);
+  ValueId colors = cb.in(dt, {n, 3}, 0, 1), bg = cb.in(dt, {3}, 0, 1);
+  std::vector<ValueId> ri = {pr[0], pr[1], colors, opac, pr[2], pr[3], bg};
+  if (op == O::SplatRasterize) return b.op(op, ri, pa);
+  ri.push_back(cb.in(dt, {h, w, 3}));
+  ri.push_back(cb.in(dt, {h, w}));
+  return b.op(op, ri, pa);
+}
 
 bool build(O op, DType dt, ConformanceCase* out) {
   CaseBuilder cb(op, dt);
@@ -202,6 +234,15 @@ bool build(O op, DType dt, ConformanceCase* out) {
     }
     // identity in value; lowers to its input before LIR
     case O::StopGradient: outs = b.op(op, {cb.in(dt, {3, 5})}); break;
+    // gaussian splatting: a seeded scene seen by one camera (splat_cases below)
+    case O::SplatProject:
+    case O::SplatProjectGrad:
+    case O::SplatSh:
+    case O::SplatRasterize:
+    case O::SplatRasterizeGrad:
+      if (dt != DType::f32 && dt != DType::f64) return false;
+      outs = splat_case(cb, op, dt);
+      break;
     default: return build_sparse_case(op, dt, out);  // the sparse_* ops (cases_sparse.cpp)
   }
   cb.finish(outs);

@@ -104,6 +104,8 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // packed kernel, backends/cpu/dequant_matmul.cpp
     for (int i = 0; i < num_ops(); ++i)  // CSR ops, backends/cpu/sparse.cpp
       if (sparse::is_sparse_op(static_cast<OpKind>(i))) cpu.caps.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
+    add_hir(cpu.caps, {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatSh, OpKind::SplatRasterize,
+                       OpKind::SplatRasterizeGrad}, DTypeSet::of({D::f32, D::f64}));  // backends/cpu/splat.cpp
     v.push_back(cpu);
   }
 

@@ -47,22 +47,26 @@ constexpr bool elementwise_rows_have_elementwise_rules() {
   return true;
 }
 static_assert(elementwise_rows_have_elementwise_rules(), "ops.def: a MIR Elementwise op needs an elementwise shape rule");
-// HIR ops decompose; MIR ops are primitives.
-constexpr bool levels_match_decompositions() {
+// MIR ops are primitives (no decomposition). A HIR op decomposes, or is native-only (`nodecomp`:
+// devices without a kernel for it report it at dispatch).
+constexpr bool mir_ops_have_no_decomposition() {
   for (const Row& r : kRows)
-    if ((r.level == Level::Hir) == (r.decomp == "nodecomp")) return false;
+    if (r.level == Level::Mir && r.decomp != "nodecomp") return false;
   return true;
 }
-static_assert(levels_match_decompositions(), "ops.def: a HIR op needs a decomposition, a MIR op has none");
-// HIR ops are differentiated through their decomposition (or stop the gradient); MIR ops say how.
-constexpr bool vjp_column_matches_level() {
+static_assert(mir_ops_have_no_decomposition(), "ops.def: a MIR op has no decomposition");
+// An op with a decomposition is differentiated through it (`decomposed`) or stops the gradient
+// (`nondiff`); a primitive or native-only op names its rule (or nondiff/pending).
+constexpr bool vjp_column_matches_decomposition() {
   for (const Row& r : kRows) {
-    if (r.level == Level::Hir && r.vjp != "decomposed" && r.vjp != "nondiff") return false;
-    if (r.level == Level::Mir && r.vjp == "decomposed") return false;
+    bool decomposes = r.decomp != "nodecomp";
+    if (decomposes && r.vjp != "decomposed" && r.vjp != "nondiff") return false;
+    if (!decomposes && r.vjp == "decomposed") return false;
   }
   return true;
 }
-static_assert(vjp_column_matches_level(), "ops.def: VJP column is `decomposed` exactly for HIR ops (or nondiff)");
+static_assert(vjp_column_matches_decomposition(),
+              "ops.def: VJP column is `decomposed` (or nondiff) exactly for ops with a decomposition");
 
 DTypeSet dtype_rule(const char* r) {
   std::string s = r;

@@ -70,7 +70,10 @@ Graph decompose_graph(const Graph& g, const std::function<bool(const Node&, cons
 }
 
 Graph decompose_all(const Graph& g) {
-  return decompose_graph(g, [](const Node& n, const Graph&) { return op_info(n.op).level == Level::Hir; });
+  // Native-only HIR ops (no decomposition) are left for the device to claim.
+  return decompose_graph(g, [](const Node& n, const Graph&) {
+    return op_info(n.op).level == Level::Hir && op_info(n.op).decompose != nullptr;
+  });
 }
 
 }  // namespace rlx

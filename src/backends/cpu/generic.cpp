@@ -28,6 +28,11 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Dequantize: return &dequantize;
     case OpKind::Conv: return dt == DType::f32 ? &conv : nullptr;                      // conv.cpp
     case OpKind::ReduceWindow: return dt == DType::f32 ? &reduce_window : nullptr;     // pool.cpp
+    case OpKind::SplatProject:
+    case OpKind::SplatProjectGrad:
+    case OpKind::SplatSh:
+    case OpKind::SplatRasterize:
+    case OpKind::SplatRasterizeGrad: return splat_kernel_for(dt);                      // splat.cpp
     default:
       if (KernelFn f = find_sparse_kernel(op)) return f;  // sparse.cpp
       return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)

@@ -57,4 +57,7 @@ void fuse_cpu_lir(LirProgram& p);
 void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
+// Gaussian splatting ops on the pool (splat.cpp): the kernel for f32/f64, else nullptr.
+KernelFn splat_kernel_for(DType dt);
+
 }  // namespace rlx::cpu

@@ -2,6 +2,7 @@
 #include "rlx/reference.h"
 
 #include "runtime/reference/common.h"
+#include "splat/reference.h"
 
 namespace rlx {
 
@@ -109,6 +110,12 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     case OpKind::SparseCg:
     case OpKind::SparseBicgstab:
     case OpKind::SparseSolve: return eval_sparse(n, in, ot);
+    // gaussian splatting (src/splat)
+    case OpKind::SplatProject:
+    case OpKind::SplatProjectGrad:
+    case OpKind::SplatSh:
+    case OpKind::SplatRasterize:
+    case OpKind::SplatRasterizeGrad: return splat::reference_eval(n, in, ot);
   }
   fail("[reference] no reference for op ", static_cast<int>(n.op));
 }

@@ -1,0 +1,109 @@
+"""gsplat on the H200 (run by scripts/device/h200_splat.sh): writes
+
+  $OUT/gsplat_case.npz  one seeded scene + camera, gsplat's image/alpha and the gradients of
+                        sum(image * weights) w.r.t. means, log-scales, quats, opacity logits, SH
+                        (compared against RLX here by bench/splat_compare.py);
+  $OUT/h200_splat.json  forward and forward+backward ms at 100k and 1M Gaussians, 1920x1080.
+
+Parameters are 3DGS's (log-scales, opacity logits, SH degree 3); gsplat.rasterization gets
+exp(log_scales) and sigmoid(logits), so autograd gives the same gradients RLX's VJPs compute.
+"""
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from splat_scene import camera, scene  # noqa: E402
+
+import gsplat  # noqa: E402
+
+OUT = os.environ.get("OUT", "/tmp/rlx-out")
+dev = torch.device("cuda")
+
+
+def render(p, view, K, w, h, bg):
+    means, ls, q, ol, sh = p
+    img, alpha, _ = gsplat.rasterization(
+        means, q, torch.exp(ls), torch.sigmoid(ol), sh, view[None], K[None], w, h, near_plane=0.01,
+        far_plane=1e10, eps2d=0.3, sh_degree=3, packed=False, tile_size=16, backgrounds=bg[None],
+        rasterize_mode="classic")
+    return img[0], alpha[0, ..., 0]
+
+
+def tensors(arrs, grad):
+    return [torch.tensor(a, device=dev, requires_grad=grad) for a in arrs]
+
+
+def parity():
+    w, h = 320, 240
+    p_np = scene(3000, seed=1, scale=0.03)
+    view_np, K_np = camera(w, h)
+    bg_np = np.array([0.1, 0.2, 0.3], np.float32)
+    weights = np.random.default_rng(2).uniform(-1, 1, (h, w, 3)).astype(np.float32)
+    p = tensors(p_np, True)
+    view = torch.tensor(view_np, dtype=torch.float32, device=dev)
+    K = torch.tensor(K_np, dtype=torch.float32, device=dev)
+    img, alpha = render(p, view, K, w, h, torch.tensor(bg_np, device=dev))
+    (img * torch.tensor(weights, device=dev)).sum().backward()
+    names = ["means", "log_scales", "quats", "opacity_logits", "sh"]
+    out = {n: a for n, a in zip(names, p_np)}
+    out.update({"grad_" + n: t.grad.detach().cpu().numpy() for n, t in zip(names, p)})
+    out.update(viewmat=view_np.astype(np.float32), K=K_np.astype(np.float32), background=bg_np, weights=weights,
+               image=img.detach().cpu().numpy(), alpha=alpha.detach().cpu().numpy(),
+               width=np.int64(w), height=np.int64(h))
+    np.savez(os.path.join(OUT, "gsplat_case.npz"), **out)
+    print(f"parity case: {w}x{h}, 3000 Gaussians, image mean {float(img.mean()):.4f}")
+
+
+def timeit(fn, warm=3, iters=20):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return float(np.percentile(ts, 50)), float(np.percentile(ts, 90))
+
+
+def bench():
+    w, h = 1920, 1080
+    view_np, K_np = camera(w, h)
+    view = torch.tensor(view_np, dtype=torch.float32, device=dev)
+    K = torch.tensor(K_np, dtype=torch.float32, device=dev)
+    bg = torch.zeros(3, device=dev)
+    rows = []
+    for n in (100_000, 1_000_000):
+        p = tensors(scene(n, seed=3, scale=0.01), True)
+
+        def fwd():
+            with torch.no_grad():
+                render(p, view, K, w, h, bg)
+
+        def fwd_bwd():
+            img, _ = render(p, view, K, w, h, bg)
+            img.sum().backward()
+
+        for variant, fn in (("forward", fwd), ("forward+backward", fwd_bwd)):
+            p50, p90 = timeit(fn)
+            rows.append({"system": "gsplat", "variant": variant, "device": "cuda (H200)",
+                         "workload": f"{n} Gaussians, SH3, {w}x{h}", "dtype": "f32", "batch": 1, "seq": None,
+                         "p50_ms": p50, "p90_ms": p90, "throughput": None, "unit": None, "peak_rss_mb": None})
+            print(f"gsplat {variant:17s} N={n:8d}: p50 {p50:.2f} ms  p90 {p90:.2f} ms")
+    res = {"benchmark": "splat", "machine": torch.cuda.get_device_name(0) + ", gsplat " + gsplat.__version__ +
+           ", torch " + torch.__version__, "date": datetime.date.today().isoformat(), "rows": rows,
+           "notes": "RLX has no cuda splat kernels yet: no rlx rows on cuda."}
+    with open(os.path.join(OUT, "h200_splat.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    parity()
+    bench()
