@@ -435,6 +435,10 @@ Vs vjp_sort_topk(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& 
   return one(transpose_if(b, s, perm));
 }
 
+}  // namespace
+void add_linalg_vjp_rules(VjpRule* table);
+namespace {
+
 struct RuleTable {
   VjpRule r[256] = {};
   RuleTable() {
@@ -479,6 +483,7 @@ struct RuleTable {
     set(OpKind::ScatterAdd, vjp_scatter_add);
     set(OpKind::Sort, vjp_sort_topk);
     set(OpKind::TopK, vjp_sort_topk);
+    add_linalg_vjp_rules(r);  // vjp_linalg.cpp
   }
 };
 const RuleTable& table() {

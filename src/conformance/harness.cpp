@@ -18,7 +18,8 @@ Tolerance tolerance(OpKind op, DType dt) {
                  op == OpKind::Convolution || op == OpKind::Attention || op == OpKind::LayerNorm ||
                  op == OpKind::RmsNorm || op == OpKind::Softmax || op == OpKind::LogSoftmax || op == OpKind::ReduceSum ||
                  op == OpKind::ReduceProd || op == OpKind::ReduceMean || op == OpKind::Cumsum || op == OpKind::AvgPool ||
-                 op == OpKind::GlobalAvgPool || op == OpKind::ScatterAdd || op == OpKind::Rope;
+                 op == OpKind::GlobalAvgPool || op == OpKind::ScatterAdd || op == OpKind::Rope ||
+                 is_linalg(op);  // factorizations accumulate in the device's dtype
   switch (dt) {
     case DType::f64: return {1e-10, 1e-9};
     case DType::f32: return reduces ? Tolerance{2e-5, 2e-4} : Tolerance{1e-6, transcendental ? 1e-5 : 1e-6};

@@ -32,6 +32,7 @@ DTypeSet dtype_rule(const char* r) {
   if (s == "kBool") return DTypeSet::of({DType::boolean});
   if (s == "kBoolInt") return DTypeSet::ints() | DTypeSet::of({DType::boolean});
   if (s == "kRealBool") return DTypeSet::real() | DTypeSet::of({DType::boolean});
+  if (s == "kLinalg") return DTypeSet::of({DType::f32, DType::f64});
   std::abort();  // a typo in ops.def: caught by the first test run
 }
 
@@ -119,6 +120,10 @@ bool is_elementwise(OpKind k) {
   if (i.level != Level::Mir || k == OpKind::Cumsum) return false;
   return i.infer == &infer_unary || i.infer == &infer_binary || i.infer == &infer_compare || i.infer == &infer_select ||
          i.infer == &infer_convert || i.infer == &infer_to_bool || i.infer == &infer_complex_part;
+}
+
+bool is_linalg(OpKind k) {
+  return static_cast<int>(k) >= static_cast<int>(OpKind::Cholesky) && static_cast<int>(k) <= static_cast<int>(OpKind::MatrixExp);
 }
 
 static const char* kAttrKindNames[] = {"int", "float", "str", "ints", "floats", "dims", "dtype", "tensor"};

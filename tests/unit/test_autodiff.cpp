@@ -387,7 +387,9 @@ TEST(Autodiff, ClassificationHeadGradientIsClosedForm) {
 TEST(Autodiff, EveryMirPrimitiveHasAVjpOrIsListed) {
   // Differentiable primitives still without a rule; everything else must be covered.
   // complex parts: f64 finite differences cannot probe them; complex autodiff is not supported
-  std::vector<OpKind> pending = {OpKind::Real, OpKind::Imag, OpKind::Conj};
+  std::vector<OpKind> pending = {OpKind::Real, OpKind::Imag, OpKind::Conj,
+                                 // linear algebra without a rule yet (docs/linalg.md)
+                                 OpKind::Lu, OpKind::Lstsq, OpKind::MatrixExp};
   for (int i = 0; i < num_ops(); ++i) {
     OpKind k = static_cast<OpKind>(i);
     if (op_info(k).level != Level::Mir) continue;

@@ -26,7 +26,9 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Dequantize: return &dequantize;
     case OpKind::Conv: return dt == DType::f32 ? &conv : nullptr;                      // conv.cpp
     case OpKind::ReduceWindow: return dt == DType::f32 ? &reduce_window : nullptr;     // pool.cpp
-    default: return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)
+    default:
+      if (is_linalg(op)) return find_linalg_kernel(op, dt);  // linalg.cpp
+      return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)
   }
 }
 
