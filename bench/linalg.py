@@ -57,6 +57,23 @@ def machine() -> str:
     return f"{model}; ISA {flags}; {os.cpu_count()} threads; load avg {os.getloadavg()[0]:.1f}"
 
 
+def numpy_blas_threads(n: int) -> bool:
+    """Sets the thread count of numpy's bundled OpenBLAS (numpy.libs); False when not found.
+    Batched np.linalg loops over the matrices and calls LAPACK per matrix; OpenBLAS threading each
+    tiny call (dsyevd's dlaed3_parallel) oversubscribes a loaded machine, so the batched rows run it
+    on one thread, as XLA's and RLX's per-matrix calls do."""
+    import glob
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "libscipy_openblas*.so"))
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn(n)
+                return True
+    return False
+
+
 def spd(rng, batch, n, dtype):
     m = rng.standard_normal((batch, n, n))
     return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(dtype)
@@ -103,7 +120,8 @@ class Lapack:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions, smaller large case")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--large-n", type=int, default=2048, help="size of the large dense cases")
     ap.add_argument("--out", default="bench/results/linalg_cpu.json")
     args = ap.parse_args()
     reps = 5 if args.quick else 15
@@ -119,6 +137,7 @@ def main():
               flush=True)
 
     # ---- batched small matrices ----
+    np_single = numpy_blas_threads(1)
     for n in (8, 32):
         for dt in (np.float64, np.float32):
             name = "f64" if dt == np.float64 else "f32"
@@ -136,7 +155,8 @@ def main():
             for op, (fr, fn, fj, ins) in cases.items():
                 wl = f"{op} {n}x{n}"
                 row("rlx", "cpu", wl, name, batch, *timeit(fr, reps))
-                row("numpy", "np.linalg", wl, name, batch, *timeit(fn, reps))
+                row("numpy", "np.linalg" + (" (OpenBLAS 1 thread)" if np_single else ""), wl, name, batch,
+                    *timeit(fn, reps))
                 if fj is not None:
                     jf = jax.jit(fj)
                     jins = [jax.device_put(x) for x in ins]
@@ -144,7 +164,8 @@ def main():
                         *timeit(lambda: jax.block_until_ready(jf(*jins)), reps))
 
     # ---- large dense: RLX vs the LAPACK it links, called directly; SciPy and JAX alongside ----
-    n = 1024 if args.quick else 2048
+    numpy_blas_threads(os.cpu_count() or 1)
+    n = args.large_n
     lp = Lapack()
     a = spd(rng, 1, n, np.float64)[0]
     g = rng.standard_normal((n, n))

@@ -49,6 +49,11 @@ void for_batch(int64_t nb, int64_t n, F&& fn) {
     return;
   }
 #endif
+#if defined(RLX_HAVE_LAPACKE)
+  // One LAPACK call per matrix inside the pool: OpenBLAS must not thread them again (its dsyevd
+  // threads each tiny call, which oversubscribes the cores).
+  openblas_set_num_threads(1);
+#endif
   int64_t work = n * n * n + 64;  // per matrix, roughly
   int64_t grain = std::max<int64_t>(1, 20000 / work);
   parallel_for(nb, grain, [&](int64_t b0, int64_t b1) {
