@@ -11,6 +11,7 @@ APT_PKGS=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgm
           protobuf-compiler libprotobuf-dev)  # protobuf: the ONNX importer
 APT_PKGS+=(libicu-dev)  # Unicode for the WordPiece tokenizer
 APT_PKGS+=(libsuitesparse-dev)  # KLU/UMFPACK/CHOLMOD: sparse_solve (src/sparse/direct.cpp)
+APT_PKGS+=(liblapacke-dev)  # dense linear algebra on cpu (LAPACKE on OpenBLAS's LAPACK)
 APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)

@@ -99,6 +99,9 @@ AttrKind parse_attr_kind(std::string_view s);
 std::string_view attr_kind_name(AttrKind k);
 // MIR primitives of group Elementwise (unary, binary, compare, select, convert): the fusable ones.
 bool is_elementwise(OpKind k);
+// The dense linear-algebra primitives (the `linear algebra` block of ops.def, cholesky..matrix_exp):
+// library kernels a device claims one by one, never implied by "every MIR primitive".
+bool is_linalg(OpKind k);
 
 // Attribute access with the op table's defaults and clear errors.
 int64_t attr_int(const Node& n, const char* name);

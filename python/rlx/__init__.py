@@ -553,6 +553,9 @@ def stop_gradient(x: Value) -> Value:
 
 __all__.append("stop_gradient")
 
+# Dense linear algebra with numpy in and out: rlx.linalg.cholesky, solve, eigh, ... (python/rlx/linalg.py)
+from . import linalg  # noqa: E402
+
 # Training: rlx.train.Trainer, rlx.train.value_and_grad, ... (python/rlx/train.py)
 from . import train  # noqa: E402
 # Sparse CSR matrices, ops and solvers: rlx.sparse (python/rlx/sparse.py)

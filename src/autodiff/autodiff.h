@@ -65,6 +65,9 @@ VjpRule vjp_rule(OpKind op);
 // vjp_sparse.cpp
 RLX_VJP_DECL(vjp_sparse_matvec) RLX_VJP_DECL(vjp_sparse_add_dense) RLX_VJP_DECL(vjp_sparse_transpose)
 RLX_VJP_DECL(vjp_sparse_sddmm) RLX_VJP_DECL(vjp_sparse_sample) RLX_VJP_DECL(vjp_sparse_solve)
+// vjp_linalg.cpp
+RLX_VJP_DECL(vjp_cholesky) RLX_VJP_DECL(vjp_triangular_solve) RLX_VJP_DECL(vjp_solve) RLX_VJP_DECL(vjp_inv)
+RLX_VJP_DECL(vjp_det) RLX_VJP_DECL(vjp_slogdet) RLX_VJP_DECL(vjp_eigh) RLX_VJP_DECL(vjp_qr) RLX_VJP_DECL(vjp_svd)
 // vjp_splat.cpp
 RLX_VJP_DECL(vjp_splat_project) RLX_VJP_DECL(vjp_splat_rasterize)
 

@@ -36,6 +36,27 @@ Tensor indices(std::vector<int64_t> shape, int64_t n, std::mt19937& rng) {
   return t;
 }
 
+// A batch of well-conditioned matrices [b, n, n]: uniform [-1, 1) plus n on the diagonal; with
+// `spd`, M Mᵀ + n I instead (symmetric positive definite), for the linear-algebra ops.
+Tensor conditioned(DType dt, int64_t b, int64_t n, std::mt19937& rng, bool spd) {
+  Tensor t(dt, {b, n, n});
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> m(n * n);
+  for (int64_t k = 0; k < b; ++k) {
+    for (auto& x : m) x = u(rng);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double v = m[i * n + j];
+        if (spd) {
+          v = 0;
+          for (int64_t l = 0; l < n; ++l) v += m[i * n + l] * m[j * n + l];
+        }
+        t.set((k * n + i) * n + j, v + (i == j ? static_cast<double>(n) : 0.0));
+      }
+  }
+  return t;
+}
+
 bool positive_domain(O op) { return op == O::Log || op == O::Sqrt || op == O::Rsqrt || op == O::Pow; }
 
 // GGML blocks packed from seeded values, u8 [rows, row_bytes] (Q8_0 or Q4_0).
@@ -232,6 +253,21 @@ bool build(O op, DType dt, ConformanceCase* out) {
       outs = b.op(op, {x, cb.in_tensor(packed_blocks("Q8_0", 5, 64, cb.rng))}, {{"type", "Q8_0"}, {"k", int64_t{64}}});
       break;
     }
+    // dense linear algebra: well-conditioned inputs, so every device's kernel agrees to its dtype
+    case O::Cholesky:
+    case O::Eigh: outs = b.op(op, {cb.in_tensor(conditioned(dt, 2, 5, cb.rng, true))}); break;
+    case O::TriangularSolve:
+      outs = b.op(op, {cb.in_tensor(conditioned(dt, 2, 4, cb.rng, false)), cb.in(dt, {2, 4, 3})}, {{"lower", int64_t{0}}});
+      break;
+    case O::Lu: outs = b.op(op, {cb.in(dt, {2, 5, 4})}); break;
+    case O::Qr:
+    case O::Svd: outs = b.op(op, {cb.in(dt, {2, 5, 3})}); break;
+    case O::Solve: outs = b.op(op, {cb.in_tensor(conditioned(dt, 2, 4, cb.rng, false)), cb.in(dt, {2, 4, 2})}); break;
+    case O::Inv:
+    case O::Det:
+    case O::Slogdet: outs = b.op(op, {cb.in_tensor(conditioned(dt, 2, 4, cb.rng, false))}); break;
+    case O::Lstsq: outs = b.op(op, {cb.in(dt, {2, 6, 3}), cb.in(dt, {2, 6, 2})}); break;
+    case O::MatrixExp: outs = b.op(op, {cb.in(dt, {2, 4, 4}, -0.5, 0.5)}); break;
     // identity in value; lowers to its input before LIR
     case O::StopGradient: outs = b.op(op, {cb.in(dt, {3, 5})}); break;
     // gaussian splatting: a seeded scene seen by one camera (splat_cases below)

@@ -43,7 +43,7 @@ CapabilitySet all_mir(DTypeSet dtypes) {
   for (int i = 0; i < num_ops(); ++i) {
     auto k = static_cast<OpKind>(i);
     const auto& info = op_info(k);
-    if (info.level != Level::Mir || sparse::is_sparse_op(k)) continue;  // sparse: claimed per device
+    if (info.level != Level::Mir || sparse::is_sparse_op(k) || is_linalg(k)) continue;  // sparse, linalg: claimed per device
     DTypeSet s = info.min_inputs == 0 ? dtypes : (info.dtypes & dtypes);
     if (k == OpKind::Select) s = DTypeSet::of({DType::boolean});  // predicate; branches checked by dtypes
     if (!s.empty()) c.add(k, s);
@@ -106,6 +106,8 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
       if (sparse::is_sparse_op(static_cast<OpKind>(i))) cpu.caps.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
     add_hir(cpu.caps, {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatSh, OpKind::SplatRasterize,
                        OpKind::SplatRasterizeGrad}, DTypeSet::of({D::f32, D::f64}));  // backends/cpu/splat.cpp
+    for (int i = 0; i < num_ops(); ++i)  // LAPACKE + own small-matrix kernels, backends/cpu/linalg*.cpp
+      if (is_linalg(static_cast<OpKind>(i))) cpu.caps.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
     v.push_back(cpu);
   }
 
@@ -152,6 +154,8 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     // kernels (src/backends/cuda/render_window.cpp); halves computed in f32, i8/u8/i16 in int.
     for (auto k : {OpKind::Conv, OpKind::ReduceWindow, OpKind::Sort, OpKind::TopK, OpKind::ScatterAdd})
       cu.caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
+    // dense linear algebra through cuSOLVER (src/backends/cuda/solver.cpp)
+    cu.caps.ops[OpKind::Cholesky] = DTypeSet::of({D::f32, D::f64});
     v.push_back(cu);
   }
   // ---- end cuda

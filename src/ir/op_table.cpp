@@ -79,6 +79,7 @@ DTypeSet dtype_rule(const char* r) {
   if (s == "kBool") return DTypeSet::of({DType::boolean});
   if (s == "kBoolInt") return DTypeSet::ints() | DTypeSet::of({DType::boolean});
   if (s == "kRealBool") return DTypeSet::real() | DTypeSet::of({DType::boolean});
+  if (s == "kLinalg") return DTypeSet::of({DType::f32, DType::f64});
   std::abort();  // a typo in ops.def: caught by the first test run
 }
 
@@ -173,6 +174,10 @@ std::string_view op_group_name(OpGroup g) {
                                                 "sparse",   "splatting",   "autodiff"};
   static_assert(std::size(kNames) == static_cast<size_t>(OpGroup::Autodiff) + 1);
   return kNames[static_cast<int>(g)];
+}
+
+bool is_linalg(OpKind k) {
+  return static_cast<int>(k) >= static_cast<int>(OpKind::Cholesky) && static_cast<int>(k) <= static_cast<int>(OpKind::MatrixExp);
 }
 
 static const char* kAttrKindNames[] = {"int", "float", "str", "ints", "floats", "dims", "dtype", "tensor"};

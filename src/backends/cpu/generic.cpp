@@ -34,6 +34,7 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::SplatRasterize:
     case OpKind::SplatRasterizeGrad: return splat_kernel_for(dt);                      // splat.cpp
     default:
+      if (is_linalg(op)) return find_linalg_kernel(op, dt);  // linalg.cpp
       if (KernelFn f = find_sparse_kernel(op)) return f;  // sparse.cpp
       return find_train_kernel(op, dt);  // reductions, broadcast, argmax (train_kernels.cpp)
   }

@@ -53,6 +53,9 @@ void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
 // cpu-only schedule rewrites (merged QKV, GEMM epilogues, fused LayerNorm): fuse_lir.cpp.
 void fuse_cpu_lir(LirProgram& p);
 
+// Dense linear algebra (linalg.cpp): the kernel for a linear-algebra op, or nullptr (generic).
+KernelFn find_linalg_kernel(OpKind op, DType dt);
+
 // GGUF/Qwen3: packed GGML-block weights, dequant_matmul.cpp.
 void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);

@@ -19,6 +19,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/memory.h"
 #include "backends/cuda/render.h"
+#include "backends/cuda/solver.h"
 #include "lir/plan.h"
 
 namespace rlx::cuda {
@@ -28,7 +29,7 @@ namespace {
 constexpr size_t kWorkspace = 32u << 20;
 
 struct Step {
-  enum Kind { Launch, Gemm, Copy } kind = Launch;
+  enum Kind { Launch, Gemm, Copy, Solver } kind = Launch;
   std::string label;
   // Launch
   CUfunction fn = nullptr;
@@ -38,6 +39,8 @@ struct Step {
   std::unique_ptr<GemmPlan> gemm;
   // Copy: args = {src, dst}
   size_t bytes = 0;
+  // Solver: cuSOLVER calls between its pre/post launches (solver.h)
+  std::unique_ptr<SolverPlan> solver;
   // The LIR kernels this step runs (several for a merged launch); `concurrent`: a merged launch
   // whose parts run at the same time (no order between them).
   std::vector<int> kernels;
@@ -444,6 +447,18 @@ class CudaExecutable : public CudaExecutableApi {
       steps_.push_back(std::move(s));
       return;
     }
+    if (solver_has(k.op)) {  // dense linear algebra: cuSOLVER between two small kernels
+      auto plan = std::make_unique<SolverPlan>(k.op, in, out, args);
+      add_launch(plan->pre(), args, label + "[in]");
+      KernelSource post = plan->post();
+      Step s;
+      s.kind = Step::Solver;
+      s.label = label + plan->label();
+      s.solver = std::move(plan);
+      steps_.push_back(std::move(s));
+      add_launch(post, args, label + "[out]");
+      return;
+    }
     GemmShape g;
     std::string post;
     if (k.attrs.count("cuda_siblings")) {  // batched sibling linears: A shared, B/bias/C strided
@@ -603,6 +618,7 @@ class CudaExecutable : public CudaExecutableApi {
         break;
       }
       case Step::Gemm: s.gemm->run(s.args[0], s.args[1], s.args[2], s.args[3], workspace_.ptr, stream_); break;
+      case Step::Solver: s.solver->run(stream_); break;
       case Step::Copy:
         if (s.bytes) check(a.cuMemcpyDtoDAsync(s.args[1], s.args[0], s.bytes, stream_), "copy");
         break;
@@ -750,6 +766,11 @@ std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProg
       if (post != "none") r.emplace_back(k.label() + "[" + post + "]", render_activation(post, out[0]));
     } else if (k.op == OpKind::Reshape && k.in.size() == 1) {
       r.emplace_back("copy", KernelSource{});
+    } else if (solver_has(k.op)) {
+      auto [pre, post] = solver_kernels(k.op, in);
+      r.emplace_back(k.label() + "[in]", pre);
+      r.emplace_back(k.label() + "[cusolver]", KernelSource{});
+      r.emplace_back(k.label() + "[out]", post);
     } else {
       KernelSource ks;
       RLX_CHECK(render_library(k, in, out, &ks), "[cuda] no cuda kernel for ", k.label());

@@ -1,6 +1,7 @@
 // The reference interpreter's entry points: per-op dispatch and whole-graph evaluation.
 #include "rlx/reference.h"
 
+#include "linalg/linalg.h"
 #include "runtime/reference/common.h"
 #include "splat/reference.h"
 
@@ -98,6 +99,19 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     // quantized weights (quant.cpp)
     case OpKind::Dequantize: return eval_dequantize(n, in, ot);
     case OpKind::DequantMatMul: return eval_dequant_matmul(n, in, ot);
+    // dense linear algebra (src/linalg/reference.cpp)
+    case OpKind::Cholesky:
+    case OpKind::TriangularSolve:
+    case OpKind::Lu:
+    case OpKind::Qr:
+    case OpKind::Eigh:
+    case OpKind::Svd:
+    case OpKind::Solve:
+    case OpKind::Inv:
+    case OpKind::Det:
+    case OpKind::Slogdet:
+    case OpKind::Lstsq:
+    case OpKind::MatrixExp: return linalg::reference_eval(n, in, ot);
     // autodiff marker, identity in value
     case OpKind::StopGradient: return {in[0].clone()};
     // sparse CSR ops (src/sparse/reference_sparse.cpp)

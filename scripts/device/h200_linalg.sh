@@ -1,0 +1,37 @@
+#!/bin/bash
+# Dense linear algebra on the lent H200 (the `device` tool; docs/linalg.md): build from source with
+# scripts/device/CMakeLists.txt, run the cuda unit tests of the linear-algebra ops
+# (tests/unit/test_cuda_linalg.cpp: cuSOLVER cholesky vs the reference, NaN + info policy) and the
+# conformance row on cuda, then the cholesky benchmark vs CuPy and torch.linalg.
+# Carry build-cuda/devcarry (GoogleTest headers + static libs, as scripts/device/h200_cuda.sh).
+# $OUT gets log.txt, tests.txt, ops_cuda.txt and h200_linalg.json.
+set -u
+OUT=${OUT:-/tmp/rlx-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+ROOT=$PWD
+B=/tmp/rlx-device-build
+export RLX_CACHE_DIR=/tmp/rlx-cache
+t0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+stamp build
+set -o pipefail
+if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
+       ninja -C $B -j "$(nproc)" rlx h200_linalg $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
+  stamp "build FAILED"
+  exit 1
+fi
+set +o pipefail
+if [ -x $B/bin/rlx_cuda_tests ]; then
+  stamp "cuda linalg tests"
+  $B/bin/rlx_cuda_tests --gtest_filter='LinalgCuda.*' 2>&1 | tee "$OUT/tests.txt" | tail -30
+fi
+stamp "ops --device cuda (cholesky rows)"
+$B/bin/rlx ops --device cuda > "$OUT/ops_cuda.txt" 2>&1
+grep -E "cholesky|conformance" "$OUT/ops_cuda.txt" | head -20
+stamp "bench: rlx"
+$B/bin/h200_linalg "$OUT" "${ITERS:-50}"
+stamp "bench: cupy + torch"
+PYTHONUNBUFFERED=1 python3 bench/h200_linalg.py "$OUT" "$OUT/h200_linalg.json" "${ITERS:-50}"
+stamp done

@@ -1,0 +1,18 @@
+// Dense linear algebra: the reference evaluation of the `linear algebra` ops of ops.def (float64
+// inside, rounded once into f32/f64 outputs) and the error policy every backend follows
+// (docs/linalg.md): a failed factorization gives NaN values plus a nonzero info, never a throw.
+#pragma once
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx::linalg {
+
+// Evaluates one linear-algebra node (is_linalg(n.op)) on host tensors.
+std::vector<Tensor> reference_eval(const Node& n, const std::vector<Tensor>& in, const std::vector<ValueType>& out_types);
+
+// Batch size (product of the leading dims) of a [..., r, c] tensor.
+int64_t batch_count(const Tensor& t);
+
+}  // namespace rlx::linalg
