@@ -176,9 +176,7 @@ std::string_view op_group_name(OpGroup g) {
   return kNames[static_cast<int>(g)];
 }
 
-bool is_linalg(OpKind k) {
-  return static_cast<int>(k) >= static_cast<int>(OpKind::Cholesky) && static_cast<int>(k) <= static_cast<int>(OpKind::MatrixExp);
-}
+bool is_linalg(OpKind k) { return op_info(k).group == OpGroup::LinearAlgebra; }
 
 static const char* kAttrKindNames[] = {"int", "float", "str", "ints", "floats", "dims", "dtype", "tensor"};
 

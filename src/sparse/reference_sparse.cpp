@@ -9,6 +9,6 @@ std::vector<Tensor> eval_sparse(const Node& n, const std::vector<Tensor>& in, co
 }  // namespace ref
 
 namespace sparse {
-bool is_sparse_op(OpKind k) { return op_name(k).substr(0, 7) == "sparse_"; }
+bool is_sparse_op(OpKind k) { return op_info(k).group == OpGroup::Sparse; }
 }  // namespace sparse
 }  // namespace rlx
