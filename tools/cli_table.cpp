@@ -225,6 +225,7 @@ std::vector<Command> make_table() {
        "masks), booleans true. Throughput is batch / p50.",
        "docs/bench.md",
        cmd_bench});
+  t.push_back(
       {"splat",
        "3D Gaussian splatting: render a .ply scene, fit one to posed images, or write a synthetic dataset",
        "rlx splat render SCENE.ply --camera FILE --out IMG.png | rlx splat train --images DIR --cameras FILE "
