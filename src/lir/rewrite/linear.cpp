@@ -1,0 +1,149 @@
+// Linear rewrites.
+//   residual-into-linear: Linear -> Add(y, r) becomes a Linear whose epilogue adds r (attr cpu_res =
+//     r's input slot); r must exist when the Linear runs.
+//   layernorm-into-linear: a Linear with a residual epilogue whose output only a LayerNorm over the
+//     last dim reads runs that LayerNorm on each finished row block (attrs cpu_ln_g/_b/_eps; the
+//     normalized rows are its second output) while the rows are still in cache.
+//   batch-sibling-linears: Linear kernels that read the same input with constant weights (and
+//     biases) of one shape -- a transformer's Q, K and V projections -- become one batched GEMM over
+//     the weights concatenated at compile time (attr cuda_siblings = n; outputs written to one
+//     contiguous block). One launch instead of n, and n times the tiles in flight.
+#include <cstring>
+#include <map>
+
+#include "lir/rewrite/pass.h"
+#include "lir/rewrite/uses.h"
+
+namespace rlx {
+
+namespace {
+bool same_type(const ValueType& a, const ValueType& b) { return a.dtype == b.dtype && a.shape == b.shape; }
+bool same_static_type(const ValueType& a, const ValueType& b) {
+  return a.dtype == b.dtype && static_dims(a.shape) == static_dims(b.shape);
+}
+std::string activation(const LirKernel& k) {
+  if (!k.attrs.count("activation")) return "none";
+  return attr_str(lir_node(k), "activation");
+}
+}  // namespace
+
+int pass_residual_into_linear(LirProgram& p, const LirAbsorbs&) {
+  LirUses u = lir_uses(p);
+  std::vector<bool> dead(p.kernels.size(), false);
+  int changed = 0;
+  for (size_t l = 0; l < p.kernels.size(); ++l) {
+    if (dead[l] || !lir_plain_linear(p, p.kernels[l])) continue;
+    int y = p.kernels[l].out[0];
+    if (!lir_sole_reader(p, u, y, u.readers[y].empty() ? -1 : u.readers[y][0])) continue;
+    int ak = u.readers[y][0];
+    LirKernel& add = p.kernels[ak];
+    if (dead[ak] || !lir_is_lib(add, OpKind::Add) || add.in.size() != 2 || add.out.size() != 1) continue;
+    int r = add.in[0] == y ? add.in[1] : add.in[0];
+    if (r == y || !same_type(p.buffers[r].type, p.buffers[y].type) || !same_type(p.buffers[add.out[0]].type, p.buffers[y].type))
+      continue;
+    // r must exist when the Linear runs: produced before it (or an input/constant).
+    if (u.producer[lir_root(p, r)] >= static_cast<int>(l)) continue;
+    LirKernel& lin = p.kernels[l];
+    lin.attrs["cpu_res"] = static_cast<int64_t>(lin.in.size());
+    lin.in.push_back(r);
+    lin.out = {add.out[0]};
+    dead[ak] = true;
+    ++changed;
+  }
+  lir_drop(p, dead);
+  return changed;
+}
+
+int pass_layernorm_into_linear(LirProgram& p, const LirAbsorbs&) {
+  LirUses u = lir_uses(p);
+  std::vector<bool> dead(p.kernels.size(), false);
+  int changed = 0;
+  for (size_t l = 0; l < p.kernels.size(); ++l) {
+    LirKernel& lin = p.kernels[l];
+    if (dead[l] || !lir_is_lib(lin, OpKind::Linear) || !lin.attrs.count("cpu_res") || lin.attrs.count("cpu_ln_g") ||
+        lin.out.size() != 1)
+      continue;
+    int z = lin.out[0];
+    // LayerNorm over the last dim as the only reader of z.
+    if (p.buffers[z].kind != BufferKind::Arena || u.views[z] != 0 || u.readers[z].size() != 1) continue;
+    int nk = u.readers[z][0];
+    LirKernel& ln = p.kernels[nk];
+    if (dead[nk] || !lir_is_lib(ln, OpKind::LayerNorm) || ln.in[0] != z || ln.out.size() != 1) continue;
+    Node nn = lir_node(ln);
+    int64_t axis = attr_int(nn, "axis"), rank = static_cast<int64_t>(p.buffers[z].type.shape.size());
+    if (axis < 0) axis += rank;
+    const int64_t O = p.buffers[lin.in[1]].type.shape[0].v;
+    if (axis != rank - 1 || p.buffers[ln.in[1]].type.shape != Shape{Dim(O)}) continue;
+    if (ln.in.size() > 2 && p.buffers[ln.in[2]].type.shape != Shape{Dim(O)}) continue;
+    lin.attrs["cpu_ln_g"] = static_cast<int64_t>(lin.in.size());
+    lin.in.push_back(ln.in[1]);
+    if (ln.in.size() > 2) {
+      lin.attrs["cpu_ln_b"] = static_cast<int64_t>(lin.in.size());
+      lin.in.push_back(ln.in[2]);
+    }
+    lin.attrs["cpu_ln_eps"] = attr_float(nn, "eps");
+    lin.out.push_back(ln.out[0]);
+    lin.origin += " +layer_norm";
+    dead[nk] = true;
+    ++changed;
+  }
+  lir_drop(p, dead);
+  return changed;
+}
+
+int pass_batch_sibling_linears(LirProgram& p, const LirAbsorbs&) {
+  std::map<int, std::vector<int>> by_input;
+  for (int k = 0; k < static_cast<int>(p.kernels.size()); ++k) {
+    const LirKernel& lk = p.kernels[k];
+    if (lk.kind != KernelKind::Library || lk.op != OpKind::Linear || lk.in.size() < 2 || lk.out.size() != 1) continue;
+    bool consts = true;
+    for (size_t i = 1; i < lk.in.size(); ++i) consts &= p.buffers[lk.in[i]].kind == BufferKind::Const;
+    DType t = p.buffers[lk.in[0]].type.dtype;
+    if (consts && (t == DType::f16 || t == DType::bf16 || t == DType::f32)) by_input[lk.in[0]].push_back(k);
+  }
+  std::vector<bool> dead(p.kernels.size(), false);
+  int fused = 0;
+  for (auto& [x, ks] : by_input) {
+    if (ks.size() < 2) continue;
+    const LirKernel& k0 = p.kernels[ks[0]];
+    std::vector<int> group{ks[0]};
+    for (size_t i = 1; i < ks.size(); ++i) {
+      const LirKernel& ki = p.kernels[ks[i]];
+      bool same = ki.in.size() == k0.in.size() && ki.attrs.size() == k0.attrs.size() &&
+                  activation(ki) == activation(k0) &&
+                  same_static_type(p.buffers[ki.out[0]].type, p.buffers[k0.out[0]].type) &&
+                  p.buffers[ki.out[0]].kind == BufferKind::Arena;
+      for (size_t j = 1; j < ki.in.size() && same; ++j)
+        same = same_static_type(p.buffers[ki.in[j]].type, p.buffers[k0.in[j]].type);
+      if (same) group.push_back(ks[i]);
+    }
+    if (group.size() < 2 || p.buffers[k0.out[0]].kind != BufferKind::Arena) continue;
+    LirKernel f = k0;
+    f.in = {x};
+    f.out.clear();
+    for (size_t j = 1; j < k0.in.size(); ++j) {  // concatenated weight, then bias
+      const LirBuffer& b0 = p.buffers[k0.in[j]];
+      auto dims = static_dims(b0.type.shape);
+      dims[0] *= static_cast<int64_t>(group.size());
+      LirBuffer cat;
+      cat.kind = BufferKind::Const;
+      cat.type = ValueType{b0.type.dtype, to_shape(dims)};
+      cat.value = Tensor(b0.type.dtype, dims);
+      size_t bytes = static_cast<size_t>(b0.bytes());
+      for (size_t g = 0; g < group.size(); ++g)
+        std::memcpy(static_cast<char*>(cat.value.raw()) + g * bytes, p.buffers[p.kernels[group[g]].in[j]].value.raw(), bytes);
+      cat.name = "cuda_siblings_cat";
+      f.in.push_back(lir_add_buffer(p, std::move(cat)));
+    }
+    for (int g : group) f.out.push_back(p.kernels[g].out[0]), dead[g] = true;
+    f.attrs["cuda_siblings"] = static_cast<int64_t>(group.size());
+    f.origin = "batched(" + std::to_string(group.size()) + " linears)";
+    p.kernels[ks[0]] = std::move(f);
+    dead[ks[0]] = false;
+    ++fused;
+  }
+  lir_drop(p, dead);
+  return fused;
+}
+
+}  // namespace rlx
