@@ -288,3 +288,33 @@ TEST(LirRewrite, SessionRunsTheBackendScheduleOnceAndDumpsIt) {
   ASSERT_EQ(a.size(), 1u);
   for (int64_t i = 0; i < a[0].numel(); ++i) EXPECT_EQ(a[0].get(i), b[0].get(i));
 }
+
+// An ONNX-exported Linear: MatMul by a constant [K, N] then Add of a constant bias [N].
+TEST(LirRewrite, MatmulOfAConstantWeightBecomesALinear) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", DType::f32, {2, 3, 8});
+  Tensor w = rnd({Dim(8), Dim(6)}, 1), bias = rnd({Dim(6)}, 2);
+  auto y = b.add(b.matmul(x, b.constant(w)), b.constant(bias));
+  b.output(b.matmul(y, b.input("z", DType::f32, {6, 4})));  // not a constant: stays a matmul
+  LirProgram p = lower(g);
+  ASSERT_EQ(count(p, OpKind::MatMul), 2);
+  EXPECT_EQ(run_pass(p, "matmul-into-linear"), 1);
+  EXPECT_EQ(count(p, OpKind::MatMul), 1);
+  EXPECT_EQ(count(p, OpKind::Add), 0);
+  const LirKernel* l = first(p, OpKind::Linear);
+  ASSERT_NE(l, nullptr);
+  ASSERT_EQ(l->in.size(), 3u);
+  const Tensor& wt = p.buffers[l->in[1]].value;
+  ASSERT_EQ(wt.shape(), (std::vector<int64_t>{6, 8}));
+  EXPECT_EQ(wt.get(2 * 8 + 5), w.get(5 * 6 + 2));  // W^T
+  // the same values as the unrewritten program
+  Tensor xi = rnd({Dim(2), Dim(3), Dim(8)}, 3), zi = rnd({Dim(6), Dim(4)}, 4);
+  LirProgram raw = lower(g);
+  plan_memory(raw);
+  raw.scheduled = true;
+  p.scheduled = true;
+  auto a = make_executable("cpu", raw)->run({xi, zi});
+  auto c = make_executable("cpu", p)->run({xi, zi});
+  for (int64_t i = 0; i < a[0].numel(); ++i) EXPECT_NEAR(a[0].get(i), c[0].get(i), 1e-4);
+}

@@ -270,7 +270,7 @@ LirSchedule cpu_schedule() {
   LirSchedule s;
   if (!env_on("RLX_CPU_FUSE", true)) return s;
   if (cpu::fast_gemm_available()) {
-    s.passes = {"merge-qkv", "residual-into-linear", "layernorm-into-linear", "train-epilogues"};
+    s.passes = {"matmul-into-linear", "merge-qkv", "residual-into-linear", "layernorm-into-linear", "train-epilogues"};
     if (env_on("RLX_CPU_BIASGRAD", true)) s.passes.push_back("bias-grad-into-gemm");
   }
   if (env_on("RLX_CPU_ROWS", true)) s.passes.push_back("row-regions");

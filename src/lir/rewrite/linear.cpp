@@ -1,4 +1,8 @@
 // Linear rewrites.
+//   matmul-into-linear: MatMul(x[..., K], W) with a constant f32 W [K, N] (what an ONNX export of a
+//     Linear layer gives) becomes Linear(x, W^T) (the weight transposed once, at compile time), and
+//     a library Add of a constant bias [N] that only reads its result becomes the Linear's bias;
+//     the Linear kernels (packed GEMM, epilogues) then apply.
 //   residual-into-linear: Linear -> Add(y, r) becomes a Linear whose epilogue adds r (attr cpu_res =
 //     r's input slot); r must exist when the Linear runs.
 //   layernorm-into-linear: a Linear with a residual epilogue whose output only a LayerNorm over the
@@ -26,6 +30,55 @@ std::string activation(const LirKernel& k) {
   return attr_str(lir_node(k), "activation");
 }
 }  // namespace
+
+int pass_matmul_into_linear(LirProgram& p, const LirAbsorbs&) {
+  LirUses u = lir_uses(p);
+  std::vector<bool> dead(p.kernels.size(), false);
+  int changed = 0;
+  for (size_t m = 0; m < p.kernels.size(); ++m) {
+    LirKernel& k = p.kernels[m];
+    if (!lir_is_lib(k, OpKind::MatMul) || k.in.size() != 2 || k.out.size() != 1) continue;
+    const LirBuffer &xb = p.buffers[k.in[0]], &wb = p.buffers[k.in[1]], &yb = p.buffers[k.out[0]];
+    if (wb.kind != BufferKind::Const || wb.type.dtype != DType::f32 || xb.type.dtype != DType::f32 ||
+        wb.type.shape.size() != 2 || xb.type.shape.size() < 2 || yb.type.dtype != DType::f32)
+      continue;
+    const int64_t K = wb.type.shape[0].v, N = wb.type.shape[1].v;
+    if (xb.type.shape.back().v != K || yb.type.shape.back().v != N) continue;
+    LirBuffer wt;
+    wt.kind = BufferKind::Const;
+    wt.value = Tensor(DType::f32, {N, K});
+    const float* w = wb.value.data<float>();
+    float* t = wt.value.data<float>();
+    for (int64_t i = 0; i < K; ++i)
+      for (int64_t j = 0; j < N; ++j) t[j * K + i] = w[i * N + j];
+    wt.type = ValueType{DType::f32, Shape{Dim(N), Dim(K)}};
+    wt.name = wb.name;
+    const int x = k.in[0], y = k.out[0];
+    const std::string origin = k.origin;
+    const int wti = lir_add_buffer(p, std::move(wt));
+    LirKernel& lin = p.kernels[m];  // (the buffer table grew; kernels did not)
+    lin.op = OpKind::Linear;
+    lin.attrs = {};
+    lin.in = {x, wti};
+    lin.origin = origin + " (matmul of a constant weight)";
+    ++changed;
+    // A constant bias [N] added to the result, by a library Add that only reads it.
+    if (!lir_sole_reader(p, u, y, u.readers[y].empty() ? -1 : u.readers[y][0])) continue;
+    const int ak = u.readers[y][0];
+    LirKernel& add = p.kernels[ak];
+    if (!lir_is_lib(add, OpKind::Add) || add.in.size() != 2 || add.out.size() != 1) continue;
+    const int b = add.in[0] == y ? add.in[1] : add.in[0];
+    const LirBuffer& bb = p.buffers[b];
+    if (b == y || bb.kind != BufferKind::Const || bb.type.dtype != DType::f32 || bb.type.shape != Shape{Dim(N)} ||
+        !same_type(p.buffers[add.out[0]].type, p.buffers[y].type))
+      continue;
+    lin.in.push_back(b);
+    lin.out = {add.out[0]};
+    dead[ak] = true;
+  }
+  lir_drop(p, dead);
+  return changed;
+}
 
 int pass_residual_into_linear(LirProgram& p, const LirAbsorbs&) {
   LirUses u = lir_uses(p);

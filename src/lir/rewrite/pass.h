@@ -65,6 +65,7 @@ void schedule_lir(LirProgram& p, const LirSchedule& s, const LirPassObserver& af
 // the pass's summary; see the file named for the details.
 int pass_merge_qkv(LirProgram& p, const LirAbsorbs& a);                // attention.cpp
 int pass_fold_attention_transposes(LirProgram& p, const LirAbsorbs& a);  // attention.cpp
+int pass_matmul_into_linear(LirProgram& p, const LirAbsorbs& a);       // linear.cpp
 int pass_residual_into_linear(LirProgram& p, const LirAbsorbs& a);     // linear.cpp
 int pass_layernorm_into_linear(LirProgram& p, const LirAbsorbs& a);    // linear.cpp
 int pass_batch_sibling_linears(LirProgram& p, const LirAbsorbs& a);    // linear.cpp
