@@ -75,6 +75,7 @@ void verify_lir(const LirProgram& p) {
     for (int b = a + 1; b < nb; ++b) {
       const LirBuffer &x = p.buffers[a], &y = p.buffers[b];
       if (x.kind != BufferKind::Arena || y.kind != BufferKind::Arena) continue;
+      if (x.def < 0 || y.def < 0) continue;  // touched by no kernel (a pass folded its kernels away): unplanned
       bool time = x.def <= y.last && y.def <= x.last;
       bool space = x.offset < y.offset + y.bytes() && y.offset < x.offset + x.bytes();
       if (!time || !space) continue;
