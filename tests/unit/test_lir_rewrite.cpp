@@ -318,3 +318,28 @@ TEST(LirRewrite, MatmulOfAConstantWeightBecomesALinear) {
   auto c = make_executable("cpu", p)->run({xi, zi});
   for (int64_t i = 0; i < a[0].numel(); ++i) EXPECT_NEAR(a[0].get(i), c[0].get(i), 1e-4);
 }
+
+// An ONNX export's projection + residual + LayerNorm: MatMul, then add(add(y, bias), r) as one
+// generated kernel, then layer_norm: one Linear with bias, residual and the norm.
+TEST(LirRewrite, ExportedProjectionBiasResidualNormIntoOneLinear) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", DType::f32, {2, 3, 8});
+  auto r = b.input("r", DType::f32, {2, 3, 6});
+  auto y = b.add(b.add(b.matmul(x, b.constant(rnd({Dim(8), Dim(6)}, 1))), b.constant(rnd({Dim(6)}, 2))), r);
+  b.output(b.layer_norm(y, b.constant(rnd({Dim(6)}, 3)), b.constant(rnd({Dim(6)}, 4))));
+  LirProgram p = lower(g);
+  LirProgram raw = p;
+  EXPECT_EQ(run_pass(p, "matmul-into-linear"), 1);
+  EXPECT_EQ(run_pass(p, "residual-into-linear"), 1);
+  EXPECT_EQ(run_pass(p, "layernorm-into-linear"), 1);
+  ASSERT_EQ(p.kernels.size(), 1u) << print_lir(p, true);
+  const LirKernel& l = p.kernels[0];
+  EXPECT_TRUE(l.attrs.count("cpu_res") && l.attrs.count("cpu_ln_g"));
+  plan_memory(raw);
+  raw.scheduled = p.scheduled = true;
+  Tensor xi = rnd({Dim(2), Dim(3), Dim(8)}, 5), ri = rnd({Dim(2), Dim(3), Dim(6)}, 6);
+  auto want = make_executable("cpu", raw)->run({xi, ri});
+  auto got = make_executable("cpu", p)->run({xi, ri});
+  for (int64_t i = 0; i < want[0].numel(); ++i) EXPECT_NEAR(got[0].get(i), want[0].get(i), 1e-4);
+}

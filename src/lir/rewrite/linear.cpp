@@ -4,7 +4,8 @@
 //     a library Add of a constant bias [N] that only reads its result becomes the Linear's bias;
 //     the Linear kernels (packed GEMM, epilogues) then apply.
 //   residual-into-linear: Linear -> Add(y, r) becomes a Linear whose epilogue adds r (attr cpu_res =
-//     r's input slot); r must exist when the Linear runs.
+//     r's input slot); r must exist when the Linear runs. A bias-less Linear -> generated
+//     add(add(y, bias), r) (an ONNX export's MatMul + bias + residual) takes bias and residual.
 //   layernorm-into-linear: a Linear with a residual epilogue whose output only a LayerNorm over the
 //     last dim reads runs that LayerNorm on each finished row block (attrs cpu_ln_g/_b/_eps; the
 //     normalized rows are its second output) while the rows are still in cache.
@@ -29,6 +30,47 @@ std::string activation(const LirKernel& k) {
   if (!k.attrs.count("activation")) return "none";
   return attr_str(lir_node(k), "activation");
 }
+// A bias-less Linear's only reader, a generated kernel add(add(y, bias), r) (either operand order;
+// bias a constant [N], r of y's type, made before the Linear): what an ONNX export's
+// MatMul -> Add(bias) -> Add(residual) lowers to. The Linear takes the bias and the residual.
+bool bias_then_residual(LirProgram& p, LirKernel& lin, const LirKernel& k, int y) {
+  if (lin.in.size() != 2 || k.kind != KernelKind::Generated || k.out.size() != 1 || k.body.nodes.size() != 2 ||
+      k.body.outputs.size() != 1 || k.in.size() != 3)
+    return false;
+  const Graph& g = k.body;
+  const Node &a0 = g.nodes[0], &a1 = g.nodes[1];
+  if (a0.op != OpKind::Add || a1.op != OpKind::Add || a0.inputs.size() != 2 || a1.inputs.size() != 2 ||
+      g.outputs[0] != a1.outputs[0])
+    return false;
+  auto slot = [&](ValueId v) {
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      if (g.inputs[i] == v) return static_cast<int>(i);
+    return -1;
+  };
+  const int s0 = slot(a0.inputs[0]), s1 = slot(a0.inputs[1]);
+  if (s0 < 0 || s1 < 0) return false;
+  const int b0 = k.in[static_cast<size_t>(s0)], b1 = k.in[static_cast<size_t>(s1)];
+  const int bias = b0 == y ? b1 : b1 == y ? b0 : -1;
+  const ValueId sum = a0.outputs[0];
+  const ValueId other = a1.inputs[0] == sum ? a1.inputs[1] : a1.inputs[1] == sum ? a1.inputs[0] : -1;
+  const int so = other < 0 ? -1 : slot(other);
+  if (bias < 0 || bias == y || so < 0) return false;
+  const int r = k.in[static_cast<size_t>(so)];
+  const int64_t N = p.buffers[lin.in[1]].type.shape[0].v;
+  const LirBuffer& bb = p.buffers[bias];
+  if (r == y || r == bias || bb.kind != BufferKind::Const || bb.type.dtype != DType::f32 || bb.type.shape != Shape{Dim(N)} ||
+      !same_type(p.buffers[r].type, p.buffers[y].type) || !same_type(p.buffers[k.out[0]].type, p.buffers[y].type))
+    return false;
+  LirUses u = lir_uses(p);
+  const int lk = u.producer[y];
+  if (u.producer[lir_root(p, r)] >= lk) return false;  // r must exist when the Linear runs
+  lin.in.push_back(bias);
+  lin.attrs["cpu_res"] = static_cast<int64_t>(lin.in.size());
+  lin.in.push_back(r);
+  lin.out = {k.out[0]};
+  return true;
+}
+
 }  // namespace
 
 int pass_matmul_into_linear(LirProgram& p, const LirAbsorbs&) {
@@ -90,6 +132,11 @@ int pass_residual_into_linear(LirProgram& p, const LirAbsorbs&) {
     if (!lir_sole_reader(p, u, y, u.readers[y].empty() ? -1 : u.readers[y][0])) continue;
     int ak = u.readers[y][0];
     LirKernel& add = p.kernels[ak];
+    if (!dead[ak] && bias_then_residual(p, p.kernels[l], add, y)) {
+      dead[ak] = true;
+      ++changed;
+      continue;
+    }
     if (dead[ak] || !lir_is_lib(add, OpKind::Add) || add.in.size() != 2 || add.out.size() != 1) continue;
     int r = add.in[0] == y ? add.in[1] : add.in[0];
     if (r == y || !same_type(p.buffers[r].type, p.buffers[y].type) || !same_type(p.buffers[add.out[0]].type, p.buffers[y].type))
