@@ -91,7 +91,10 @@ def run_rlx(args):
         ids, mask = make_inputs(b, s)
         arrays[f"ids_{b}x{s}"], arrays[f"mask_{b}x{s}"] = ids, mask
     np.savez(inp, **arrays)
-    subprocess.run([args.rlx_bin, model_dir(), inp, args.out + ".rlx", str(args.warmup), str(args.runs)], check=True)
+    cmd = [args.rlx_bin, model_dir(), inp, args.out + ".rlx", str(args.warmup), str(args.runs)]
+    if args.system == "rlx-onnx":  # the same ONNX export ORT runs, through RLX's importer
+        cmd.append(args.onnx_in)
+    subprocess.run(cmd, check=True)
     with open(args.out + ".rlx.json") as f:
         r = json.load(f)
     outs = dict(np.load(args.out + ".rlx.npz"))
@@ -139,7 +142,7 @@ def run_torch(args):
         ids, mask = make_inputs(2, 16)
         kw = dict(input_names=["input_ids", "attention_mask"], output_names=["embedding"],
                   dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
-                  opset_version=14, do_constant_folding=True)
+                  opset_version=17, do_constant_folding=True)
         inputs = (torch.from_numpy(ids), torch.from_numpy(mask))
         try:  # torch >= 2.5: the TorchScript exporter (the dynamo one needs onnxscript)
             torch.onnx.export(mod, inputs, args.onnx_out, dynamo=False, **kw)
@@ -170,7 +173,7 @@ def run_ort(args):
 # ---- driver ------------------------------------------------------------------------------------
 
 def child(args):
-    fn = {"rlx": run_rlx, "pytorch": run_torch, "onnxruntime": run_ort, "export": run_torch}[args.system]
+    fn = {"rlx": run_rlx, "rlx-onnx": run_rlx, "pytorch": run_torch, "onnxruntime": run_ort, "export": run_torch}[args.system]
     args.export_only = args.system == "export"
     res = fn(args)
     rows, outs, note = res[:3]
@@ -194,7 +197,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="3 runs, 1 warm-up (smoke test, not a result)")
-    ap.add_argument("--systems", default="rlx,onnxruntime,pytorch")
+    ap.add_argument("--systems", default="rlx,rlx-onnx,onnxruntime,pytorch")
     ap.add_argument("--grid", default="", help="e.g. 1x16,32x128 (default: the full grid)")
     ap.add_argument("--output", default=os.path.join(HERE, "results", "minilm_cpu.json"))
     # child mode
@@ -220,8 +223,8 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), RLX_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS="1")
     results, outs, loads = {}, {}, {}
-    order = [s for s in ("rlx", "onnxruntime", "pytorch") if s in systems]
-    steps = (["export"] if "onnxruntime" in order else []) + order  # the PyTorch child exports the ONNX model
+    order = [s for s in ("rlx", "rlx-onnx", "onnxruntime", "pytorch") if s in systems]
+    steps = (["export"] if "onnxruntime" in order or "rlx-onnx" in order else []) + order  # the PyTorch child exports the ONNX model
     if args.assemble:  # re-report an interrupted run from its children's (partial) results
         tmp, steps = args.assemble, []
         for sysname in order:
@@ -246,7 +249,7 @@ def main():
             cmd += ["--grid", args.grid]
         if sysname == "export":
             cmd += ["--onnx-out", onnx]
-        if sysname == "onnxruntime":
+        if sysname in ("onnxruntime", "rlx-onnx"):
             cmd += ["--onnx-in", onnx]
         print(f"[bench] {sysname}: {' '.join(cmd[:2])} ...", file=sys.stderr, flush=True)
         load_before = loadavg1()
@@ -287,7 +290,8 @@ def main():
         r = results[sysname]
         for row in r["rows"]:
             tput = row["batch"] / (row["p50_ms"] / 1e3)
-            doc["rows"].append({"system": sysname, "variant": r.get("note") if sysname != "rlx" else "cpu fp32",
+            variant = {"rlx": "cpu fp32", "rlx-onnx": "cpu fp32, the ONNX export imported"}.get(sysname, r.get("note"))
+            doc["rows"].append({"system": sysname, "variant": variant,
                                 "device": "cpu", "workload": "all-MiniLM-L6-v2 embeddings (real weights, mean pooling + L2 norm)",
                                 "dtype": "f32", "batch": row["batch"], "seq": row["seq"], "p50_ms": round(row["p50_ms"], 3),
                                 "p90_ms": round(row["p90_ms"], 3), "throughput": round(tput, 2), "unit": "sentences/s",

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 
+#include "formats/onnx/onnx.h"
 #include "models/bert/bert.h"
 #include "rlx/npy.h"
 #include "rlx/session.h"
@@ -21,10 +23,13 @@
 using namespace rlx;
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR INPUTS.npz OUT_PREFIX WARMUP RUNS\n", argv[0]);
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR INPUTS.npz OUT_PREFIX WARMUP RUNS [MODEL.onnx]\n", argv[0]);
     return 2;
   }
+  // With MODEL.onnx: the ONNX export of the same model through RLX's importer (inputs input_ids,
+  // attention_mask), imported once per input shape; else the BERT builder's graph.
+  const std::string onnx_path = argc == 7 ? argv[6] : "";
   std::string dir = argv[1], out = argv[3];
   int warmup = std::atoi(argv[4]), runs = std::atoi(argv[5]);
   models::HfModelDir m = models::HfModelDir::open(dir);
@@ -35,7 +40,7 @@ int main(int argc, char** argv) {
   CompileOptions co;
   co.device = "cpu";
   co.verify = false;
-  CompiledModel model(models::build_bert_graph(cfg, m.weights, opt), co);
+  CompiledModel builder(models::build_bert_graph(cfg, m.weights, opt), co);
   std::vector<std::pair<std::string, Tensor>> inputs = read_npz_ordered(argv[2]), embs;
   std::ostringstream rows;
   for (auto& [name, ids] : inputs) {
@@ -47,6 +52,14 @@ int main(int argc, char** argv) {
     Tensor types(DType::i64, ids.shape());
     std::fill(types.data<int64_t>(), types.data<int64_t>() + types.numel(), 0);
     std::vector<Tensor> feed = {ids, mask, types};
+    std::unique_ptr<CompiledModel> imported;
+    if (!onnx_path.empty()) {
+      onnx::ImportOptions io;
+      io.input_shapes = {{"input_ids", ids.shape()}, {"attention_mask", mask.shape()}};
+      imported = std::make_unique<CompiledModel>(onnx::load_onnx(onnx_path, io), co);
+      feed = {ids, mask};
+    }
+    CompiledModel& model = imported ? *imported : builder;
     for (int i = 0; i < warmup; ++i) model.run(feed);
     std::vector<double> t;
     for (int i = 0; i < runs; ++i) {
@@ -72,6 +85,7 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru);
   std::ofstream f(out + ".json");
   f << "{\"rows\":[" << rows.str() << "],\"peak_rss_mb\":" << ru.ru_maxrss / 1024.0
-    << ",\"note\":\"real BERT builder (src/models/bert), gemm: own AVX2 kernel or OpenBLAS\"}\n";
+    << ",\"note\":\"" << (onnx_path.empty() ? "real BERT builder (src/models/bert)" : "ONNX export imported (src/formats/onnx)")
+    << ", gemm: own AVX2 kernel or OpenBLAS\"}\n";
   return 0;
 }

@@ -47,13 +47,14 @@ std::vector<Command> make_table() {
       {"compile",
        "legalize and lower a model for a device; --report prints the dispatch table (native / "
        "common-IR / rewritten per op and dtype), --dump a level",
-       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--bind SYM=N,...]",
+       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...]",
        {{"MODEL", kModel}},
        with({device_flag("the device to compile for"),
              flag("report", "print the dispatch table: per op and dtype, the path, node count and reason"),
-             choice("dump", "print a level of the compiled program", "", {"hir", "mir", "lir"})
+             choice("dump", "print a level of the compiled program (lir: the final schedule, after the device's passes)", "", {"hir", "mir", "lir"})
                  .bare("mir")
                  .named("level"),
+             text("dump-after", "PASS", "print the LIR right after one of the device's LIR passes (lower: before any; --report lists those that changed something)", ""),
              bind_flag(),
              input_flag("arrays (.npy, or .npz holding NAME) whose shapes (and, for an imported "
                         "model, small ones' values) specialize the model")},

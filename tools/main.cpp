@@ -140,7 +140,8 @@ int cmd_compile(const Args& a) {
   const DispatchReport& r = m.report(b);  // compiles (and fails with the diagnostic if it cannot)
   if (report) std::cout << r.table();
   if (a.has("dump")) std::cout << m.dump(a.get("dump"), b);
-  if (!report && !a.has("dump"))
+  if (a.has("dump-after")) std::cout << m.dump_after(a.get("dump-after"), b);
+  if (!report && !a.has("dump") && !a.has("dump-after"))
     std::cout << "compiled " << a.positional[0] << " for " << m.options().device << " (use --report or --dump)\n";
   return 0;
 }

@@ -5,6 +5,7 @@
 // as a small MIR graph that a backend renders or interprets).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/graph.h"
@@ -44,11 +45,16 @@ struct LirProgram {
   std::vector<int> inputs, outputs;  // buffer ids in graph order
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;  // sum of arena buffer sizes before reuse, for the report
+  // The backend's LIR passes that ran on it (src/lir/rewrite), each with its count of rewrites;
+  // `scheduled` once they ran (make_executable then runs none again).
+  std::vector<std::pair<std::string, int>> passes;
+  bool scheduled = false;
 };
 
 // Lowers a legalized MIR graph (concrete shapes; native HIR ops allowed) to a schedule:
-// fuses elementwise chains (when `fuse`), turns reshapes into views, plans the arena.
-LirProgram lower_to_lir(const Graph& g, bool fuse);
+// fuses elementwise chains (when `fuse`), turns reshapes into views, plans the arena (unless
+// `plan` is false: the session plans once, after the backend's passes).
+LirProgram lower_to_lir(const Graph& g, bool fuse, bool plan = true);
 std::string print_lir(const LirProgram& p, bool elide_constants = false);
 LirProgram parse_lir(const std::string& text);
 // Checks buffer ids, kinds, def-before-use in schedule order, view sizes, and that no two

@@ -47,7 +47,10 @@ class CompiledModel {
   Executable& executable(const Bindings& b = {});
   // Legalizes and lowers for the given bindings (without running) and returns the text of a level:
   // "hir", "mir" or "lir".
+  // "lir" is the final schedule: after the device's LIR passes and the memory plan.
   std::string dump(const std::string& level, const Bindings& b = {});
+  // The LIR right after one of the device's passes ("lower": before any), arena planned for it.
+  std::string dump_after(const std::string& pass, const Bindings& b = {});
   const DispatchReport& report(const Bindings& b = {});
   int cache_size() const;  // specializations compiled so far
   std::string profile() const;  // per-kernel times of the last run when RLX_PROFILE=1

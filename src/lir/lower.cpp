@@ -46,7 +46,7 @@ struct Lowering {
 
 }  // namespace
 
-LirProgram lower_to_lir(const Graph& g, bool fuse) {
+LirProgram lower_to_lir(const Graph& g, bool fuse, bool plan) {
   Lowering L{g, {}, {}};
   L.p.name = g.name;
   for (auto i : g.inputs) {
@@ -141,7 +141,7 @@ LirProgram lower_to_lir(const Graph& g, bool fuse) {
     L.p.kernels.push_back(std::move(k));
     L.p.outputs.push_back(ob);
   }
-  plan_memory(L.p);
+  if (plan) plan_memory(L.p);
   return L.p;
 }
 

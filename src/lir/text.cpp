@@ -55,6 +55,51 @@ std::string library_line(const LirProgram& p, const LirKernel& k) {
   return node_lines(print_graph(g)).at(0);
 }
 
+// A kernel a backend's LIR pass rewrote (attrs cpu_* / cuda_*): its inputs follow the backend's
+// kernel, so it prints as-is (not through the op table); parse_lir does not read it back.
+bool backend_form(const LirKernel& k) {
+  for (auto& [key, v] : k.attrs)
+    if (key.rfind("cpu_", 0) == 0 || key.rfind("cuda_", 0) == 0) return true;
+  return false;
+}
+
+std::string attr_text(const Attr& a) {
+  std::ostringstream os;
+  switch (a.kind()) {
+    case AttrKind::Int: os << std::get<int64_t>(a.v); break;
+    case AttrKind::Float: os << std::get<double>(a.v); break;
+    case AttrKind::Str: os << '"' << std::get<std::string>(a.v) << '"'; break;
+    case AttrKind::Ints: {
+      os << '[';
+      const auto& v = std::get<std::vector<int64_t>>(a.v);
+      for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+      os << ']';
+      break;
+    }
+    default: os << '<' << attr_kind_name(a.kind()) << '>';
+  }
+  return os.str();
+}
+
+std::string backend_line(const LirProgram& p, const LirKernel& k) {
+  std::ostringstream os;
+  os << "backend " << (k.kind == KernelKind::Library ? std::string(op_name(k.op)) : std::string("fused")) << " (";
+  for (size_t i = 0; i < k.in.size(); ++i) os << (i ? ", " : "") << "%" << bname(k.in[i]);
+  os << ") -> (";
+  for (size_t i = 0; i < k.out.size(); ++i)
+    os << (i ? ", " : "") << "%" << bname(k.out[i]) << ": " << type_str(p.buffers[k.out[i]].type);
+  os << ") {";
+  bool first = true;
+  for (auto& [key, v] : k.attrs) {
+    if (v.kind() == AttrKind::TensorK) continue;
+    os << (first ? "" : ", ") << key << "=" << attr_text(v);
+    first = false;
+  }
+  os << "}";
+  if (!k.origin.empty()) os << "  # " << k.origin;
+  return os.str();
+}
+
 }  // namespace
 
 std::string print_lir(const LirProgram& p, bool elide) {
@@ -86,6 +131,16 @@ std::string print_lir(const LirProgram& p, bool elide) {
     os << "\n";
   }
   for (auto& k : p.kernels) {
+    if (backend_form(k)) {
+      os << "  kernel " << backend_line(p, k) << "\n";
+      if (k.kind == KernelKind::Library && k.body.nodes.empty()) continue;
+      os << "  {\n";
+      std::istringstream body(print_graph(k.body));
+      std::string line;
+      while (std::getline(body, line)) os << "    " << line << "\n";
+      os << "  }\n";
+      continue;
+    }
     if (k.kind == KernelKind::Library) {
       os << "  kernel " << library_line(p, k) << "\n";
       continue;

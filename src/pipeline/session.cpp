@@ -1,7 +1,9 @@
-// CompiledModel: specialize -> verify -> legalize (dispatch) -> fold/DCE -> lower to LIR -> plan ->
-// executable, cached per concrete binding of the symbolic dims.
+// CompiledModel: specialize -> verify -> legalize (dispatch) -> fold/DCE -> lower to LIR -> the
+// backend's LIR passes -> plan (once) -> executable, cached per concrete binding of the symbolic dims.
+// The program the entry holds is the one the executable runs (dump("lir") prints it).
 #include <map>
 
+#include "lir/plan.h"
 #include "passes/passes.h"
 #include "rlx/lir.h"
 #include "rlx/session.h"
@@ -45,8 +47,13 @@ struct CompiledModel::Impl {
     e.mir = legalize(e.hir, opts.device, opts.dispatch);
     e.mir.graph = eliminate_dead_code(fold_constants(e.mir.graph));
     if (opts.verify) verify_graph(e.mir.graph);
-    e.lir = lower_to_lir(e.mir.graph, opts.fuse);
+    e.lir = lower_to_lir(e.mir.graph, opts.fuse, /*plan=*/false);
+    schedule_lir(e.lir, backend_schedule(opts.device));
     if (opts.verify) verify_lir(e.lir);
+    std::string changed;
+    for (auto& [pass, n] : e.lir.passes)
+      if (n) changed += (changed.empty() ? "" : ", ") + pass + " x" + std::to_string(n);
+    if (!changed.empty()) notes.push_back("specialization " + key + ": LIR passes that changed the schedule: " + changed);
     notes.push_back("specialization " + key + ": compiled (" + std::to_string(e.lir.kernels.size()) + " kernels, arena " +
                     std::to_string(e.lir.arena_bytes) + " B vs " + std::to_string(e.lir.naive_bytes) +
                     " B unplanned); cache now " + std::to_string(cache.size() + 1));
@@ -138,6 +145,30 @@ std::string CompiledModel::dump(const std::string& level, const Bindings& b) {
   if (level == "mir") return print_graph(e.mir.graph);
   if (level == "lir") return print_lir(e.lir, true);
   fail("[compile] unknown dump level '", level, "' (hir|mir|lir)");
+}
+
+std::string CompiledModel::dump_after(const std::string& pass, const Bindings& b) {
+  auto& e = impl_->get(impl_->default_bindings(b));
+  LirProgram p = lower_to_lir(e.mir.graph, impl_->opts.fuse, /*plan=*/false);
+  if (pass == "lower") {
+    plan_memory(p);
+    return print_lir(p, true);
+  }
+  LirSchedule s = backend_schedule(impl_->opts.device);
+  std::string text, names = "lower";
+  for (auto& n : s.passes) names += ", " + n;
+  bool listed = false;
+  for (auto& n : s.passes) listed |= n == pass;
+  if (!listed)
+    fail("[compile] --dump-after: '", pass, "' is not a pass of device '", impl_->opts.device, "' (its passes: ", names,
+         ")");
+  schedule_lir(p, s, [&](const std::string& name, int, const LirProgram& q) {
+    if (name != pass) return;
+    LirProgram planned = q;  // passes before plan_memory see an unplanned arena: plan a copy to print
+    if (!find_lir_pass(name)->after_plan) plan_memory(planned);
+    text = print_lir(planned, true);
+  });
+  return text;
 }
 
 const DispatchReport& CompiledModel::report(const Bindings& b) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "lir/rewrite/pass.h"
 #include "rlx/lir.h"
 #include "rlx/tensor.h"
 
@@ -58,8 +59,16 @@ class Executable {
 };
 
 using BackendFactory = std::function<std::unique_ptr<Executable>(const LirProgram&)>;
+// The LIR passes a backend runs on a lowered program, read when a program is scheduled (so the
+// backend's environment switches apply per compile).
+using ScheduleFactory = std::function<LirSchedule()>;
 // Backends register themselves (src/backends/<name>/); a device without one cannot execute.
-bool register_backend(const std::string& device, BackendFactory f);
+bool register_backend(const std::string& device, BackendFactory f, ScheduleFactory s = {});
+// The device's LIR schedule (no passes for a device without a backend or without a schedule).
+LirSchedule backend_schedule(const std::string& device);
+// Builds the executable of a scheduled program (CompiledModel schedules it: lower -> passes ->
+// plan). A program that has not been scheduled (p.scheduled false, e.g. straight from
+// lower_to_lir) gets the device's schedule first, on a copy.
 std::unique_ptr<Executable> make_executable(const std::string& device, const LirProgram& p);
 
 }  // namespace rlx

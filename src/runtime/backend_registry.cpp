@@ -13,17 +13,16 @@ void register_cuda_backend();  // src/backends/cuda
 }
 void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/portable
 
-static std::map<std::string, BackendFactory>& registry() {
-  static std::map<std::string, BackendFactory> r;
+namespace {
+struct Registered {
+  BackendFactory make;
+  ScheduleFactory schedule;
+};
+std::map<std::string, Registered>& registry() {
+  static std::map<std::string, Registered> r;
   return r;
 }
-
-bool register_backend(const std::string& device, BackendFactory f) {
-  registry()[device] = std::move(f);
-  return true;
-}
-
-std::unique_ptr<Executable> make_executable(const std::string& device, const LirProgram& p) {
+std::map<std::string, Registered>& builtins() {
   // Built-in backends are registered explicitly: static registrars in a static library get dropped.
   static std::once_flag once;
   std::call_once(once, [] {
@@ -31,12 +30,30 @@ std::unique_ptr<Executable> make_executable(const std::string& device, const Lir
     cuda::register_cuda_backend();  // registered always; device_info says whether it can run
     register_portable_gpu_backends();  // registered always; device_info probes loader + device
   });
+  return registry();
+}
+}  // namespace
+
+bool register_backend(const std::string& device, BackendFactory f, ScheduleFactory s) {
+  registry()[device] = Registered{std::move(f), std::move(s)};
+  return true;
+}
+
+LirSchedule backend_schedule(const std::string& device) {
+  auto it = builtins().find(device);
+  return it == builtins().end() || !it->second.schedule ? LirSchedule{} : it->second.schedule();
+}
+
+std::unique_ptr<Executable> make_executable(const std::string& device, const LirProgram& p) {
   const DeviceInfo& d = device_info(device);
-  auto it = registry().find(device);
-  if (!d.can_execute() || it == registry().end())
+  auto it = builtins().find(device);
+  if (!d.can_execute() || it == builtins().end())
     fail("[run] device '", device, "' cannot execute on this machine: ", device_status_name(d.status), " (", d.reason,
          "). Compile-only commands (rlx compile --report/--dump) still work for it.");
-  return it->second(p);
+  if (p.scheduled) return it->second.make(p);
+  LirProgram s = p;
+  schedule_lir(s, it->second.schedule ? it->second.schedule() : LirSchedule{});
+  return it->second.make(s);
 }
 
 // The host default of Executable's resident API (backend.h).

@@ -3,7 +3,7 @@
 // grouped KV heads, query/key counts that are not multiples of the strip or panel, value widths
 // with an 8-column tail, causal with S != T (rows with no visible key), padding masks with holes and
 // a batch row with every key masked, NaN in a masked key, and the fused form that reads the heads
-// in place from a merged QKV buffer (the BERT pattern fuse_lir.cpp rewrites).
+// in place from a merged QKV buffer (the BERT pattern the merge-qkv LIR pass rewrites).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // The cpu device's own GEMM (packed AVX2 micro-kernel, gemm_avx2.cpp) against a float64 loop on
-// random odd shapes with every epilogue, and the cpu schedule rewrites (fuse_lir.cpp: merged QKV with
+// random odd shapes with every epilogue, and the cpu schedule's LIR passes (src/lir/rewrite: merged QKV with
 // in-place heads, residual and LayerNorm in the GEMM) against the reference interpreter on a
 // BERT-shaped layer, with the rewrites checked to have happened (profile labels).
 #include <gtest/gtest.h>

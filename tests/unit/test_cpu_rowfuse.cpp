@@ -1,4 +1,4 @@
-// Row-fused cpu kernels (train_kernels.h: fuse_rows_lir, rows_kernel): chains of
+// Row-fused cpu kernels (the row-regions LIR pass and train_kernels.h rows_kernel): chains of
 // row-wise kernels over one [R, C] shape run as one kernel over blocks of rows. Checked against the
 // unfused schedule (RLX_CPU_ROWS=0: the same kernels one by one; bitwise), against the reference
 // interpreter (tolerance), and the short-row reductions against the documented fold order.

@@ -105,10 +105,9 @@ std::vector<std::string> labels(const LirProgram& p) {
 // over the arena cap it refuses and leaves schedule and plan as they were (no persistent launch).
 TEST(CudaPersistent, GridLayoutOwnBytesSinksLastOrLeavesThePlan) {
   LirProgram p = step_lir({784, 128, 10}, 128);
-  int f = 0, fa = 0, bt = 0, gb = 0;
   {
-    rlx_test::ScopedEnv off("RLX_CUDA_PERSISTENT", "0");  // the rewrites up to grid-layout (which then does nothing)
-    cuda::backend_rewrites(p, &f, &fa, &bt, &gb);
+    rlx_test::ScopedEnv off("RLX_CUDA_PERSISTENT", "0");  // the passes up to grid-layout (which then does nothing)
+    schedule_lir(p, cuda::cuda_schedule());
   }
   auto addr = [&p](int id) {
     while (p.buffers[id].kind == BufferKind::View) id = p.buffers[id].view_of;

@@ -152,3 +152,34 @@ TEST(OnnxOps, DftOnesidedAndInverseMatchDirectSums) {
   }
   for (int n = 0; n < 6; ++n) EXPECT_NEAR(out[1].get(n), x.get(n), 1e-5) << n;  // irfft(rfft(x)) = x
 }
+
+// LayerNormalization over the last axis with [N] scale and bias imports as the layer_norm op (the
+// device's LayerNorm kernel runs it); over other axes, or with Mean read, as the function body.
+TEST(OnnxOps, LayerNormalizationLastAxisIsTheLayerNormOp) {
+  for (int axis : {-1, 1}) {
+    auto m = model(17);
+    auto* g = m.mutable_graph();
+    *g->add_input() = vi("x", 1, {2, 3, 4});
+    *g->add_input() = vi("s", 1, axis == -1 ? std::vector<DimArg>{4} : std::vector<DimArg>{3, 4});
+    *g->add_input() = vi("b", 1, axis == -1 ? std::vector<DimArg>{4} : std::vector<DimArg>{3, 4});
+    *g->add_output() = vi("y", 1, {2, 3, 4});
+    auto* n = add_node(g, "LayerNormalization", {"x", "s", "b"}, {"y"});
+    attr_i(n, "axis", axis);
+    attr_f(n, "epsilon", 1e-3f);
+    Graph gr = import(m);
+    int ln = 0;
+    for (auto& nd : gr.nodes) ln += nd.op == OpKind::LayerNorm;
+    EXPECT_EQ(ln, axis == -1 ? 1 : 0) << axis;
+    std::vector<int64_t> sd = axis == -1 ? std::vector<int64_t>{4} : std::vector<int64_t>{3, 4};
+    Tensor x = ramp({2, 3, 4}, 0.7, 0.1), s = ramp(sd, 0.3, 0.5), b = ramp(sd, -0.2, 0.05);
+    auto out = run(m, {x, s, b});
+    const int64_t inner = axis == -1 ? 4 : 12;
+    for (int64_t r = 0; r < 24 / inner; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < inner; ++i) mean += x.get(r * inner + i) / inner;
+      for (int64_t i = 0; i < inner; ++i) var += (x.get(r * inner + i) - mean) * (x.get(r * inner + i) - mean) / inner;
+      for (int64_t i = 0; i < inner; ++i)
+        EXPECT_NEAR(out[0].get(r * inner + i), (x.get(r * inner + i) - mean) / std::sqrt(var + 1e-3) * s.get(i) + b.get(i), 1e-5);
+    }
+  }
+}

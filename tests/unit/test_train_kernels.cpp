@@ -194,7 +194,7 @@ TEST(TrainGemm, DotGeneralAllTransposesMatchReference) {
 }
 
 // A whole SGD training step (3-layer MLP): the cpu schedule gets the bias/ReLU, ReLU-mask and SGD
-// epilogues fused into its GEMMs (fuse_train_lir; the profile labels name them) and still matches
+// epilogues fused into its GEMMs (the train-epilogues LIR pass; the profile labels name them) and still matches
 // the reference interpreter.
 TEST(TrainGemm, FusedStepEpiloguesMatchReference) {
   const int64_t B = 37;

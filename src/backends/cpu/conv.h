@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -62,17 +63,18 @@ bool conv_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>&
 // Whether conv_f32 covers a conv of these types.
 bool conv_f32_supported(const Node& n, const ValueType& x, const ValueType& w, const ValueType& y);
 // The kernel the executor runs for conv (find_kernel's `conv` is this with packed and epi null):
-// conv_f32 with the epilogue fuse_conv_lir attached (its plan from conv_epi_prepare), else the
+// conv_f32 with the epilogue the conv-epilogue pass attached (its plan from conv_epi_prepare), else the
 // generic kernel.
 void conv_packed(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const float* packed,
                  const ConvEpiPlan* epi);
 
-// A schedule rewrite: a conv's only reader, an elementwise region that is per-channel affine in the
-// conv's output plus at most one same-shape tensor and then max/min by scalars, becomes the conv's
-// epilogue (attrs cpu_conv_slots, cpu_epi; the region's body moves into the conv kernel). Memory is
-// re-planned when anything changed.
-void fuse_conv_lir(LirProgram& p);
-// The epilogue plan of a conv kernel that fuse_conv_lir rewrote, or null for a plain conv.
+// The plan of a conv epilogue body (conv output as slot -1), or null when the body is not one: per
+// output channel affine in the conv's output plus at most one same-shape tensor, then max/min by
+// scalars. The conv-epilogue LIR pass (src/lir/rewrite/conv.cpp) asks this through LirAbsorbs.
+std::shared_ptr<const ConvEpiPlan> conv_epi_plan(const Graph& body, const std::vector<int>& slots, const Shape& yshape);
+// The profile label of such a plan ("bias+relu", ...).
+std::string conv_epi_label(const ConvEpiPlan& p);
+// The epilogue plan of a conv kernel that the conv-epilogue pass rewrote, or null for a plain conv.
 std::shared_ptr<const ConvEpiPlan> conv_epi_prepare(const LirKernel& k, const LirProgram& p);
 // This run's per-channel factors from the kernel's inputs; false when the plan cannot express them
 // (a NaN clamp bound): the caller then evaluates the region itself.

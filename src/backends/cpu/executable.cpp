@@ -1,7 +1,6 @@
 // The cpu executable: one arena allocated at compile time and reused by every run; buffers are
-// views into it; kernels run in schedule order. At build time the schedule gets the cpu-only
-// rewrites (fuse_lir.cpp; RLX_CPU_FUSE=0 turns them off) and constant Linear weights are packed
-// once for the GEMM. Kernel argument lists are prepared once too, so a run allocates nothing but
+// views into it; kernels run in schedule order (the schedule cpu_schedule's LIR passes made;
+// RLX_CPU_FUSE=0 runs none). Constant Linear weights are packed once for the GEMM. Kernel argument lists are prepared once too, so a run allocates nothing but
 // its output tensors. RLX_PROFILE=1 times each kernel.
 #include <chrono>
 #include <cstdlib>
@@ -46,11 +45,6 @@ class CpuExecutable : public Executable {
     // RLX_PROFILE=cpu: per-kernel process CPU time (all threads), for a loaded machine.
     profile_cpu_ = std::getenv("RLX_PROFILE") && std::string(std::getenv("RLX_PROFILE")) == "cpu";
     profile_ = profile_ || profile_cpu_;
-    if (env_on("RLX_CPU_FUSE", true)) {
-      cpu::fuse_cpu_lir(p_);
-      cpu::fuse_train_lir(p_);  // bias/ReLU/ReLU-mask/SGD into GEMM epilogues
-      cpu::fuse_conv_lir(p_);   // per-channel affine (bias, BatchNorm), residual, ReLU into the conv
-    }
     arena_ = Tensor(DType::u8, {std::max<int64_t>(p_.arena_bytes, 1)});
     for (auto& k : p_.kernels) {
       // Constant f32 Linear weights: packed once for the GEMM (cpu::linear_fast).
@@ -75,7 +69,7 @@ class CpuExecutable : public Executable {
       }
       packed_.push_back(std::move(wp));
       conv_epi_.push_back(k.kind == KernelKind::Library ? cpu::conv_epi_prepare(k, p_) : nullptr);
-      std::string label = k.label();  // fused forms made by fuse_cpu_lir get their own profile rows
+      std::string label = k.label();  // fused forms the LIR passes made get their own profile rows
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
@@ -269,8 +263,34 @@ class CpuExecutable : public Executable {
 
 }  // namespace
 
+// The cpu backend's LIR schedule: which shared passes (src/lir/rewrite) it runs, and what its
+// kernels can absorb. The GEMM-epilogue passes need the packed AVX2 GEMM (the kernels that read
+// their attrs); RLX_CPU_FUSE=0 runs none, RLX_CPU_BIASGRAD=0 / RLX_CPU_ROWS=0 leave one out.
+LirSchedule cpu_schedule() {
+  LirSchedule s;
+  if (!env_on("RLX_CPU_FUSE", true)) return s;
+  if (cpu::fast_gemm_available()) {
+    s.passes = {"matmul-into-linear", "merge-qkv", "residual-into-linear", "layernorm-into-linear", "train-epilogues"};
+    if (env_on("RLX_CPU_BIASGRAD", true)) s.passes.push_back("bias-grad-into-gemm");
+  }
+  if (env_on("RLX_CPU_ROWS", true)) s.passes.push_back("row-regions");
+  s.passes.push_back("conv-epilogue");
+  s.absorbs.conv = [](const LirKernel& d, const LirProgram& p) {
+    return cpu::conv_f32_supported(Node{d.op, {}, {}, d.attrs, ""}, p.buffers[d.in[0]].type, p.buffers[d.in[1]].type,
+                                   p.buffers[d.out[0]].type);
+  };
+  s.absorbs.conv_epilogue = [](const Graph& body, const std::vector<int>& slots,
+                               const Shape& y) -> std::optional<std::string> {
+    auto plan = cpu::conv_epi_plan(body, slots, y);
+    if (!plan) return std::nullopt;
+    return cpu::conv_epi_label(*plan);
+  };
+  s.absorbs.row_region = cpu::rows_plan_ok;
+  return s;
+}
+
 void register_cpu_backend() {
-  register_backend("cpu", [](const LirProgram& p) { return std::make_unique<CpuExecutable>(p); });
+  register_backend("cpu", [](const LirProgram& p) { return std::make_unique<CpuExecutable>(p); }, cpu_schedule);
 }
 
 }  // namespace rlx

@@ -1,6 +1,6 @@
 // Contractions: dot_general, linear and matmul. 2-D f32 dot_generals (the training step's X·W,
 // Xᵀ·dH and dH·Wᵀ) run on our packed AVX2 GEMM (train_gemm below) with the training epilogues that
-// fuse_train_lir (train_kernels.cpp) attaches; other f32 contractions go to sgemm (blas.cpp:
+// the train-epilogues LIR pass (src/lir/rewrite) attaches; other f32 contractions go to sgemm (blas.cpp:
 // OpenBLAS split over our pool); other dtypes use one packed batched loop GEMM (C[b] = A[b] · B[b],
 // A [M,K], B [K,N] row-major).
 #include <algorithm>
@@ -61,7 +61,7 @@ std::vector<int64_t> norm(std::vector<int64_t> v, int64_t r) {
   return v;
 }
 
-// Epilogues fuse_train_lir attaches to a 2-D dot_general (attrs name the input
+// Epilogues the train-epilogues LIR pass attaches to a 2-D dot_general (attrs name the input
 // slots): cpu_bias (+ activation relu) for the forward layer, cpu_mask for ReLU's backward
 // (C = mask > 0 ? C : 0), cpu_sgd_w / cpu_sgd_lr for the SGD update (C = W - lr * C).
 // cpu_colsum (an output slot): the bias gradient, column sums of B [K,N].

@@ -24,7 +24,7 @@ void fused_kernel(const Graph& body, const std::vector<Tensor>& in, Tensor& out)
 bool fused_kernel_typed(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 void fused_kernel_reference(const Graph& body, const std::vector<Tensor>& in, Tensor& out);
 
-// Linear on the packed AVX2 GEMM (gemm_avx2.h), including the fused forms fuse_cpu_lir makes
+// Linear on the packed AVX2 GEMM (gemm_avx2.h), including the fused forms the LIR passes make (src/lir/rewrite: merge-qkv, residual-into-linear, layernorm-into-linear)
 // (attrs cpu_res: input index of a residual; cpu_ln_g / cpu_ln_b / cpu_ln_eps: a LayerNorm of each
 // finished row written to out[1]). `packed` is the weight packed by pack_b, or null to pack it now.
 // Returns false when the fast GEMM cannot run it (no AVX2, other dtype or activation).
@@ -50,8 +50,6 @@ void pad(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out)
 void conv(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
-// cpu-only schedule rewrites (merged QKV, GEMM epilogues, fused LayerNorm): fuse_lir.cpp.
-void fuse_cpu_lir(LirProgram& p);
 
 // Dense linear algebra (linalg.cpp): the kernel for a linear-algebra op, or nullptr (generic).
 KernelFn find_linalg_kernel(OpKind op, DType dt);

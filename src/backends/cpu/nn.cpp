@@ -489,7 +489,7 @@ void attention(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>
   if (in[0].dtype() != DType::f32) return generic_kernel(n, in, out);
   const std::string& kind = attr_str(n, "mask");
   // Layout: element (b, h, s, d) of Q/K/V/O lives at base + b*sb + h*sh + s*ss + d. The standard
-  // layout is [B,H,S,D]; fuse_cpu_lir's fused form (attr cpu_qkv) reads the heads in place from one
+  // layout is [B,H,S,D]; the merge-qkv pass's fused form (attr cpu_qkv) reads the heads in place from one
   // [B,S,3*H*D] QKV buffer and writes O as [B,S,H,D], so no transposes run.
   const bool fused = n.attrs.count("cpu_qkv") > 0;
   int64_t B, H, S, D, Hk, T, Dv;

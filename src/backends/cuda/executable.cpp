@@ -66,7 +66,12 @@ class CudaExecutable : public CudaExecutableApi {
  public:
   explicit CudaExecutable(const LirProgram& p) : p_(p) {
     Api& a = api();
-    backend_rewrites(p_, &folded_, &folded_adds_, &batched_, &gemm_bias_);
+    for (auto& [pass, n] : p_.passes) {  // the schedule's passes (make_executable ran them)
+      if (pass == "fold-attention-transposes") folded_ = n;
+      if (pass == "residual-into-norm") folded_adds_ = n;
+      if (pass == "batch-sibling-linears") batched_ = n;
+      if (pass == "bias-into-gemm") gemm_bias_ = n;
+    }
     check(a.cuStreamCreate(&stream_, 1 /* non-blocking */), "cuStreamCreate");
     profile_ = env_on("RLX_PROFILE", false);
     graphs_ = env_on("RLX_CUDA_GRAPHS", true);
@@ -730,8 +735,7 @@ class CudaExecutable : public CudaExecutableApi {
 
 std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProgram& program) {
   LirProgram p = program;
-  int f = 0, fa = 0, b = 0, gb = 0;
-  backend_rewrites(p, &f, &fa, &b, &gb);
+  if (!p.scheduled) schedule_lir(p, cuda_schedule());
   // Addresses as the executable lays buffers out: the arena at 0, every other buffer on its own.
   MergePlanner mp{p, [&p](int id) {
     while (p.buffers[id].kind == BufferKind::View) id = p.buffers[id].view_of;
@@ -781,7 +785,7 @@ std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProg
 }
 
 void register_cuda_backend() {
-  register_backend("cuda", [](const LirProgram& p) { return std::make_unique<CudaExecutable>(p); });
+  register_backend("cuda", [](const LirProgram& p) { return std::make_unique<CudaExecutable>(p); }, cuda_schedule);
 }
 
 }  // namespace rlx::cuda

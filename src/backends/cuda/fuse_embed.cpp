@@ -1,4 +1,4 @@
-// fold-embedding-norm (see fuse_embed.h).
+// The embedding-norm kernel (see fuse_embed.h).
 #include "backends/cuda/fuse_embed.h"
 
 #include <cstdlib>
@@ -13,70 +13,6 @@ namespace rlx::cuda {
 
 using namespace detail;
 
-int fold_embedding_norm(LirProgram& p) {
-  Uses u = count_uses(p);  // named members, not a structured binding: lambdas capture them (clang 14)
-  auto& uses = u.uses;
-  auto& producer = u.producer;
-  auto only_use = [&](int b) { return b >= 0 && uses[b] == 1 && p.buffers[b].kind == BufferKind::Arena; };
-  std::vector<bool> dead(p.kernels.size(), false);
-  int folded = 0;
-  for (int n = 0; n < static_cast<int>(p.kernels.size()); ++n) {
-    LirKernel& nk = p.kernels[n];
-    if (nk.kind != KernelKind::Library || nk.op != OpKind::LayerNorm || nk.attrs.count("cuda_residual") ||
-        nk.attrs.count("cuda_embed") || nk.in.size() < 2 || nk.in.size() > 3 || nk.out.size() != 1)
-      continue;
-    int x = nk.in[0], a = producer[x];
-    if (a < 0 || dead[a] || !only_use(x)) continue;
-    const LirKernel& ak = p.kernels[a];
-    if (ak.kind != KernelKind::Generated || ak.out.size() != 1 || ak.body.nodes.empty()) continue;
-    bool adds = true;
-    for (const Node& nd : ak.body.nodes) adds &= nd.op == OpKind::Add && nd.inputs.size() == 2;
-    if (!adds || ak.body.outputs.size() != 1 || ak.body.outputs[0] != ak.body.nodes.back().outputs[0]) continue;
-    const ValueType& xt = p.buffers[x].type;
-    auto xd = static_dims(xt.shape);
-    DType t = xt.dtype;
-    if ((t != DType::f16 && t != DType::bf16 && t != DType::f32) || xd.size() < 2 || xd.back() > 1024) continue;
-    Node lnd{nk.op, {}, {}, nk.attrs, ""};
-    int64_t axis = attr_int(lnd, "axis");
-    if (axis != -1 && axis != static_cast<int64_t>(xd.size()) - 1) continue;
-    int slot = -1;
-    for (size_t i = 0; i < ak.in.size(); ++i) {
-      int e = producer[ak.in[i]];
-      if (e >= 0 && !dead[e] && only_use(ak.in[i]) && p.kernels[e].kind == KernelKind::Library &&
-          p.kernels[e].op == OpKind::Embedding && p.kernels[e].in.size() == 2 &&
-          static_dims(p.buffers[ak.in[i]].type.shape) == xd)
-        slot = static_cast<int>(i);
-    }
-    if (slot < 0) continue;
-    int e = producer[ak.in[slot]];
-    const LirKernel& ek = p.kernels[e];
-    bool ok = p.buffers[ek.in[0]].type.dtype == t && static_dims(p.buffers[ek.in[0]].type.shape).size() == 2 &&
-              is_int(p.buffers[ek.in[1]].type.dtype) && p.buffers[nk.out[0]].type.dtype == t;
-    for (size_t i = 0; i < ak.in.size(); ++i) ok &= p.buffers[ak.in[i]].type.dtype == t;
-    for (size_t i = 1; i < nk.in.size(); ++i) ok &= p.buffers[nk.in[i]].type.dtype == t;
-    if (!ok) continue;
-    // Every input must be ready where the embedding ran (the fused kernel takes its place).
-    for (size_t i = 0; i < ak.in.size() && ok; ++i) ok = static_cast<int>(i) == slot || producer[ak.in[i]] < e;
-    for (size_t i = 1; i < nk.in.size() && ok; ++i) ok = producer[nk.in[i]] < e;
-    if (!ok) continue;
-    LirKernel f;
-    f.kind = KernelKind::Library;
-    f.op = OpKind::LayerNorm;
-    f.attrs = nk.attrs;
-    f.attrs["cuda_embed"] = static_cast<int64_t>(slot);
-    f.body = ak.body;
-    f.in = {ek.in[0], ek.in[1]};
-    for (size_t i = 0; i < ak.in.size(); ++i)
-      if (static_cast<int>(i) != slot) f.in.push_back(ak.in[i]);
-    f.in.insert(f.in.end(), nk.in.begin() + 1, nk.in.end());
-    f.out = nk.out;
-    f.origin = ek.origin + "+" + ak.origin + "+" + nk.origin;
-    p.kernels[e] = std::move(f);
-    dead[a] = dead[n] = true;
-    ++folded;
-  }
-  return drop_folded(p, dead, folded);
-}
 
 KernelSource render_embed_norm(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out) {
   Node nd{k.op, {}, {}, k.attrs, ""};

@@ -1,5 +1,6 @@
-// fold-embedding-norm: a transformer's input block
+// The embedding-norm kernel: a transformer's input block
 //   x = embedding(table, ids) (+ broadcast adds: position, token type) ; y = layer_norm(x)
+// (made one LayerNorm kernel with attr cuda_embed by the embedding-norm pass, src/lir/rewrite/norm.cpp)
 // as one kernel (one warp per row: gather, adds rounded at every node as the fused kernel would
 // store them, LayerNorm over the row in registers) instead of three launches.
 #pragma once
@@ -10,10 +11,6 @@
 
 namespace rlx::cuda {
 
-// Rewrites embedding -> generated add chain -> layer_norm (last axis, floats of one dtype, rows of
-// at most 1024) into one LayerNorm kernel with attr cuda_embed and inputs
-// {table, ids, addends..., gamma[, beta]}. Returns the count; plans memory again when it folded.
-int fold_embedding_norm(LirProgram& p);
 // The kernel of such a LayerNorm (render_library dispatches here on attr cuda_embed).
 KernelSource render_embed_norm(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out);
 

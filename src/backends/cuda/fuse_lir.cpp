@@ -1,5 +1,6 @@
-// The cuda backend's LIR rewrites and the merge-launches planner (see fuse_lir.h): everything the
-// executable decides about the schedule before it renders, compiles and launches anything.
+// The cuda backend's LIR schedule (its pass list and answers, run by the session pipeline) and the
+// merge-launches planner (see fuse_lir.h): everything the executable decides about the schedule
+// before it renders, compiles and launches anything.
 #include "backends/cuda/fuse_lir.h"
 
 #include <algorithm>
@@ -10,230 +11,12 @@
 #include <string>
 #include <tuple>
 
-#include "backends/cuda/fuse_embed.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/render_gemm.h"
 #include "lir/plan.h"
+#include "lir/rewrite/pass.h"
 
 namespace rlx::cuda {
-
-// drop_folded, Uses and count_uses are declared in fuse_lir.h (gemm.cpp and
-// fuse_embed.cpp fold with them too).
-// The end of a rewrite that folded `n` kernels away (marked in `dead`): drop them and plan the
-// arena again; returns n.
-int drop_folded(LirProgram& p, const std::vector<bool>& dead, int n) {
-  if (!n) return 0;
-  erase_kernels(p, dead);
-  plan_memory(p);
-  return n;
-}
-
-// Per buffer: how many kernel inputs read it (a view's base and a program output count 2 more, so
-// a buffer "used once" is read by one kernel and nothing else; never fold through views) and
-// which kernel writes it (-1: none).
-Uses count_uses(const LirProgram& p) {
-  const int nb = static_cast<int>(p.buffers.size());
-  Uses u{std::vector<int>(nb, 0), std::vector<int>(nb, -1)};
-  for (int k = 0; k < static_cast<int>(p.kernels.size()); ++k) {
-    for (int b : p.kernels[k].in) ++u.uses[b];
-    for (int b : p.kernels[k].out) u.producer[b] = k;
-  }
-  for (int b = 0; b < nb; ++b)
-    if (p.buffers[b].kind == BufferKind::View) u.uses[p.buffers[b].view_of] += 2;
-  for (int b : p.outputs) u.uses[b] += 2;
-  return u;
-}
-
-namespace {
-
-// fold-attention-transposes: attention reads q/k/v in [B,S,H,D] and writes its output in [B,S,H,D]
-// when the transposes (perm 0,2,1,3) around it exist only for it (BERT-style head split/merge);
-// the transposes disappear and the arena is planned again. RLX_CUDA_NO_FOLD=1 turns it off.
-int fold_attention_transposes(LirProgram& p) {
-  auto [uses, producer] = count_uses(p);
-  auto is_head_transpose = [&](const LirKernel& k) {
-    if (k.kind != KernelKind::Library || k.op != OpKind::Transpose) return false;
-    Node n{k.op, {}, {}, k.attrs, ""};
-    return attr_ints(n, "perm") == std::vector<int64_t>{0, 2, 1, 3};
-  };
-  std::vector<bool> dead(p.kernels.size(), false);
-  int folded = 0;
-  for (int a = 0; a < static_cast<int>(p.kernels.size()); ++a) {
-    LirKernel& ak = p.kernels[a];
-    if (ak.kind != KernelKind::Library || ak.op != OpKind::Attention) continue;
-    const char* names[] = {"cuda_q_bshd", "cuda_k_bshd", "cuda_v_bshd"};
-    for (int i = 0; i < 3; ++i) {
-      int b = ak.in[i], t = producer[b];
-      if (t < 0 || dead[t] || uses[b] != 1 || p.buffers[b].kind != BufferKind::Arena || !is_head_transpose(p.kernels[t]))
-        continue;
-      ak.in[i] = p.kernels[t].in[0];
-      ak.attrs[names[i]] = int64_t{1};
-      dead[t] = true;
-      ++folded;
-    }
-    int o = ak.out[0];
-    if (p.buffers[o].kind == BufferKind::Arena && uses[o] == 1) {
-      for (int t = a + 1; t < static_cast<int>(p.kernels.size()); ++t) {
-        LirKernel& tk = p.kernels[t];
-        if (tk.in.size() == 1 && tk.in[0] == o && is_head_transpose(tk)) {
-          ak.out[0] = tk.out[0];
-          ak.attrs["cuda_out_bshd"] = int64_t{1};
-          dead[t] = true;
-          ++folded;
-          break;
-        }
-      }
-    }
-  }
-  return drop_folded(p, dead, folded);
-}
-
-// fold-residual-add: layer_norm(a + b) reads a and b itself when the add (same shapes, a library
-// kernel) exists only for it — the post-attention/FFN residual of every transformer block.
-int fold_residual_adds(LirProgram& p) {
-  auto [uses, producer] = count_uses(p);
-  std::vector<bool> dead(p.kernels.size(), false);
-  int folded = 0;
-  for (auto& k : p.kernels) {
-    if (k.kind != KernelKind::Library || (k.op != OpKind::LayerNorm && k.op != OpKind::RmsNorm)) continue;
-    int x = k.in[0], a = producer[x];
-    if (a < 0 || uses[x] != 1 || p.buffers[x].kind != BufferKind::Arena) continue;
-    const LirKernel& ak = p.kernels[a];
-    bool is_add = (ak.kind == KernelKind::Library && ak.op == OpKind::Add) ||
-                  (ak.kind == KernelKind::Generated && ak.body.nodes.size() == 1 && ak.body.nodes[0].op == OpKind::Add);
-    if (!is_add || ak.in.size() != 2) continue;
-    const auto& xs = p.buffers[x].type;
-    if (p.buffers[ak.in[0]].type.shape != xs.shape || p.buffers[ak.in[1]].type.shape != xs.shape) continue;
-    std::vector<int> in = {ak.in[0], ak.in[1]};
-    in.insert(in.end(), k.in.begin() + 1, k.in.end());
-    k.in = in;
-    k.attrs["cuda_residual"] = int64_t{1};
-    dead[a] = true;
-    ++folded;
-  }
-  return drop_folded(p, dead, folded);
-}
-
-// batch-sibling-linears: Linear kernels that read the same input with constant weights (and biases)
-// of one shape — a transformer's Q, K and V projections — become one batched cuBLASLt GEMM over the
-// weights concatenated at compile time (attr cuda_siblings = n; outputs written to one contiguous
-// block, see CudaExecutable). One launch instead of n, and n times the tiles in flight.
-bool same_type(const ValueType& a, const ValueType& b) {
-  return a.dtype == b.dtype && static_dims(a.shape) == static_dims(b.shape);
-}
-int batch_sibling_linears(LirProgram& p) {
-  std::map<int, std::vector<int>> by_input;
-  for (int k = 0; k < static_cast<int>(p.kernels.size()); ++k) {
-    const LirKernel& lk = p.kernels[k];
-    if (lk.kind != KernelKind::Library || lk.op != OpKind::Linear || lk.in.size() < 2 || lk.out.size() != 1) continue;
-    bool consts = true;
-    for (size_t i = 1; i < lk.in.size(); ++i) consts &= p.buffers[lk.in[i]].kind == BufferKind::Const;
-    DType t = p.buffers[lk.in[0]].type.dtype;
-    if (consts && (t == DType::f16 || t == DType::bf16 || t == DType::f32)) by_input[lk.in[0]].push_back(k);
-  }
-  std::vector<bool> dead(p.kernels.size(), false);
-  int fused = 0;
-  for (auto& [x, ks] : by_input) {
-    if (ks.size() < 2) continue;
-    const LirKernel& k0 = p.kernels[ks[0]];
-    std::vector<int> group{ks[0]};
-    for (size_t i = 1; i < ks.size(); ++i) {
-      const LirKernel& ki = p.kernels[ks[i]];
-      bool same = ki.in.size() == k0.in.size() && ki.attrs.size() == k0.attrs.size() &&
-                  activation_of(ki) == activation_of(k0) && same_type(p.buffers[ki.out[0]].type, p.buffers[k0.out[0]].type) &&
-                  p.buffers[ki.out[0]].kind == BufferKind::Arena;
-      for (size_t j = 1; j < ki.in.size() && same; ++j)
-        same = same_type(p.buffers[ki.in[j]].type, p.buffers[k0.in[j]].type);
-      if (same) group.push_back(ks[i]);
-    }
-    if (group.size() < 2 || p.buffers[k0.out[0]].kind != BufferKind::Arena) continue;
-    LirKernel f = k0;
-    f.in = {x};
-    f.out.clear();
-    for (size_t j = 1; j < k0.in.size(); ++j) {  // concatenated weight, then bias
-      const LirBuffer& b0 = p.buffers[k0.in[j]];
-      auto dims = static_dims(b0.type.shape);
-      int64_t n = static_cast<int64_t>(group.size());
-      dims[0] *= n;
-      LirBuffer cat;
-      cat.kind = BufferKind::Const;
-      cat.type = ValueType{b0.type.dtype, to_shape(dims)};
-      cat.value = Tensor(b0.type.dtype, dims);
-      size_t bytes = static_cast<size_t>(b0.bytes());
-      for (size_t g = 0; g < group.size(); ++g)
-        std::memcpy(static_cast<char*>(cat.value.raw()) + g * bytes, p.buffers[p.kernels[group[g]].in[j]].value.raw(), bytes);
-      cat.name = "cuda_siblings_cat";
-      p.buffers.push_back(std::move(cat));
-      f.in.push_back(static_cast<int>(p.buffers.size()) - 1);
-    }
-    for (int g : group) f.out.push_back(p.kernels[g].out[0]), dead[g] = true;
-    f.attrs["cuda_siblings"] = static_cast<int64_t>(group.size());
-    f.origin = "batched(" + std::to_string(group.size()) + " linears)";
-    p.kernels[ks[0]] = std::move(f);
-    dead[ks[0]] = false;
-    ++fused;
-  }
-  return drop_folded(p, dead, fused);
-}
-
-// A generated kernel computing max(in0 + in1, 0) (either operand order; the 0 a constant scalar).
-bool is_add_relu(const LirProgram& p, const LirKernel& k) {
-  if (k.kind != KernelKind::Generated || k.in.size() != 3 || k.body.nodes.size() != 2) return false;
-  const Graph& g = k.body;
-  const Node &a = g.nodes[0], &m = g.nodes[1];
-  if (a.op != OpKind::Add || m.op != OpKind::Max || g.inputs.size() != 3 || g.outputs.size() != 1 ||
-      g.outputs[0] != m.outputs[0])
-    return false;
-  bool ops01 = (a.inputs[0] == g.inputs[0] && a.inputs[1] == g.inputs[1]) ||
-               (a.inputs[0] == g.inputs[1] && a.inputs[1] == g.inputs[0]);
-  bool max_ok = (m.inputs[0] == a.outputs[0] && m.inputs[1] == g.inputs[2]) ||
-                (m.inputs[1] == a.outputs[0] && m.inputs[0] == g.inputs[2]);
-  const LirBuffer& z = p.buffers[k.in[2]];
-  bool zero = z.kind == BufferKind::Const && z.value.numel() == 1 && z.value.get(0) == 0.0 && is_float(z.type.dtype);
-  return ops01 && max_ok && zero;
-}
-
-// fold-bias-into-gemm: dot_general/matmul whose output only feeds `add(out, bias[N])` (a row
-// vector over the last dim, same dtype) gets the bias as its cuBLASLt epilogue and writes the add's
-// output (attr cuda_bias; the bias is the kernel's last input). One launch less per layer.
-int fold_gemm_bias(LirProgram& p) {
-  auto [uses, producer] = count_uses(p);
-  std::vector<bool> dead(p.kernels.size(), false);
-  int folded = 0;
-  for (int k = 0; k < static_cast<int>(p.kernels.size()); ++k) {
-    LirKernel& ak = p.kernels[k];
-    bool is_add = (ak.kind == KernelKind::Library && ak.op == OpKind::Add) ||
-                  (ak.kind == KernelKind::Generated && ak.body.nodes.size() == 1 && ak.body.nodes[0].op == OpKind::Add);
-    bool relu = !is_add && is_add_relu(p, ak);  // max(x + bias, 0): cuBLASLt's RELU_BIAS epilogue
-    if (!((is_add && ak.in.size() == 2) || relu)) continue;
-    for (int side = 0; side < 2; ++side) {
-      int x = ak.in[side], bias = ak.in[1 - side], g = producer[x];
-      if (g < 0 || dead[g] || uses[x] != 1 || p.buffers[x].kind != BufferKind::Arena || producer[bias] >= g) continue;
-      LirKernel& gk = p.kernels[g];
-      if (gk.kind != KernelKind::Library || (gk.op != OpKind::DotGeneral && gk.op != OpKind::MatMul) || gk.attrs.count("cuda_bias"))
-        continue;
-      const ValueType &xt = p.buffers[x].type, &bt = p.buffers[bias].type, &ot = p.buffers[ak.out[0]].type;
-      auto xd = static_dims(xt.shape), bd = static_dims(bt.shape);
-      bool row = !xd.empty() && bt.dtype == xt.dtype && ot.dtype == xt.dtype && static_dims(ot.shape) == xd &&
-                 ((bd.size() == 1 && bd[0] == xd.back()) || (bd.size() == 2 && bd[0] == 1 && bd[1] == xd.back()));
-      std::vector<ValueType> in;
-      for (int b : gk.in) in.push_back(p.buffers[b].type);
-      GemmShape gs;
-      std::string post;
-      if (!row || xt.dtype == DType::f64 || !plan_gemm(gk, in, xt, &gs, &post) || gs.batch != 1 || gs.N != xd.back()) continue;
-      gk.attrs["cuda_bias"] = int64_t{1};
-      if (relu) gk.attrs["cuda_relu"] = int64_t{1};
-      gk.in.push_back(bias);
-      gk.out[0] = ak.out[0];
-      dead[k] = true;
-      ++folded;
-      break;
-    }
-  }
-  // The GEMM now writes the add's output earlier in the schedule; its bias was produced before it.
-  return drop_folded(p, dead, folded);
-}
-
-}  // namespace
 
 // ---- merge-launches planner ----------------------------------------------------------------------
 
@@ -553,8 +336,8 @@ std::vector<GridPart> MergePlanner::grid_parts(bool laid_out) const {
 namespace {
 
 // reorder-row-regions: in each run of small kernels that splits into row-local kernels (L) and
-// cross-row ones (X, see MergePlanner::split_rows), the schedule becomes L then X and the arena is
-// planned again for that order, so the row launch and the sequential launch after it reuse no
+// cross-row ones (X, see MergePlanner::split_rows), the schedule becomes L then X, and the arena
+// (planned after it by the pipeline) is planned for that order, so the row launch and the sequential launch after it reuse no
 // memory the other still needs. RLX_CUDA_ROWS=0 (or RLX_CUDA_MERGE=0) keeps the order.
 int reorder_row_regions(LirProgram& p) {
   if (!env_on("RLX_CUDA_MERGE", true) || !env_on("RLX_CUDA_ROWS", true)) return 0;
@@ -586,7 +369,6 @@ int reorder_row_regions(LirProgram& p) {
   std::vector<LirKernel> ks;
   for (size_t k : order) ks.push_back(std::move(p.kernels[k]));
   p.kernels = std::move(ks);
-  plan_memory(p);
   return n;
 }
 
@@ -638,17 +420,37 @@ int grid_layout(LirProgram& p, int64_t max_arena) {
   return 1;
 }
 
-// The backend's LIR rewrites, in the executable's order.
-void backend_rewrites(LirProgram& p, int* folded, int* folded_adds, int* batched, int* gemm_bias) {
-  if (env_on("RLX_CUDA_NO_FOLD", false)) return;
-  *folded = fold_attention_transposes(p);
-  *folded_adds = fold_residual_adds(p);
-  if (env_on("RLX_CUDA_BATCH_LINEARS", true)) *batched = batch_sibling_linears(p);
-  *gemm_bias = fold_gemm_bias(p);
-  fold_gemm_layernorm(p);  // linear + residual layer_norm -> one GEMM with a norm epilogue (gemm.cpp)
-  if (env_on("RLX_CUDA_EMBED_NORM", true)) fold_embedding_norm(p);  // embedding + adds + layer_norm -> one kernel (fuse_embed.cpp)
-  reorder_row_regions(p);
-  grid_layout(p);  // for a persistent launch (fuse_lir.h)
+// The cuda backend's LIR schedule (fuse_lir.h).
+LirSchedule cuda_schedule() {
+  LirSchedule s;
+  if (env_on("RLX_CUDA_NO_FOLD", false)) return s;
+  s.passes = {"fold-attention-transposes", "residual-into-norm"};
+  if (env_on("RLX_CUDA_BATCH_LINEARS", true)) s.passes.push_back("batch-sibling-linears");
+  s.passes.push_back("bias-into-gemm");
+  s.passes.push_back("layernorm-into-gemm");
+  if (env_on("RLX_CUDA_EMBED_NORM", true)) s.passes.push_back("embedding-norm");
+  s.passes.push_back("reorder-row-regions");
+  s.passes.push_back("grid-layout");  // after plan_memory: a persistent launch's layout
+  s.absorbs.gemm_bias = [](const LirKernel& g, const std::vector<ValueType>& in, const ValueType& out) {
+    GemmShape gs;
+    std::string post;
+    auto od = static_dims(out.shape);
+    return plan_gemm(g, in, out, &gs, &post) && gs.batch == 1 && !od.empty() && gs.N == od.back();
+  };
+  s.absorbs.gemm_layernorm = [](const LirKernel& g, const std::vector<ValueType>& in, const ValueType& out, double eps) {
+    GemmShape gs;
+    std::string post;
+    if (!plan_gemm(g, in, out, &gs, &post)) return false;
+    gs.epilogue = "layernorm";
+    gs.eps = eps;
+    return !own_gemm_configs(gs).empty();
+  };
+  s.absorbs.backend_pass = [](const std::string& pass, LirProgram& p) {
+    if (pass == "reorder-row-regions") return reorder_row_regions(p);
+    if (pass == "grid-layout") return grid_layout(p);
+    return 0;
+  };
+  return s;
 }
 
 }  // namespace rlx::cuda

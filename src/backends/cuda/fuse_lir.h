@@ -1,6 +1,5 @@
-// The cuda backend's LIR rewrites (fuse_lir.cpp), run by the executable before it plans launches:
-// fold-attention-transposes, fold-residual-add, batch-sibling-linears, fold-bias-into-gemm (with
-// bias+ReLU as cuBLASLt's RELU_BIAS epilogue), reorder-row-regions; and the merge-launches planner
+// The cuda backend's LIR schedule (fuse_lir.cpp): the shared passes it runs (src/lir/rewrite) and
+// its own launch-planning passes (reorder-row-regions, grid-layout); and the merge-launches planner
 // that groups the schedule's kernels into merged launches (rendered by render_merged.cpp).
 #pragma once
 #include <cstdint>
@@ -11,25 +10,17 @@
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/render.h"
 #include "backends/cuda/render_grid.h"
+#include "lir/rewrite/pass.h"
 #include "rlx/lir.h"
 
 namespace rlx::cuda {
 
-// Shared by the LIR rewrites (also gemm.cpp's fold-gemm-layernorm and
-// fuse_embed.cpp's fold-embedding-norm). Per buffer: how many kernel inputs read it (a view's base
-// and a program output count 2 more, so "used once" means one kernel reads it and nothing else) and
-// which kernel writes it (-1: none).
-struct Uses {
-  std::vector<int> uses, producer;
-};
-Uses count_uses(const LirProgram& p);
-// The end of a rewrite that folded `n` kernels away (marked in `dead`): drops them and plans the
-// arena again; returns n.
-int drop_folded(LirProgram& p, const std::vector<bool>& dead, int n);
-
-// The backend's LIR rewrites, in the executable's order (RLX_CUDA_NO_FOLD=1: none); the counts of
-// what each did are written to the pointers. The arena is planned again where the schedule changed.
-void backend_rewrites(LirProgram& p, int* folded, int* folded_adds, int* batched, int* gemm_bias);
+// The backend's LIR schedule (src/lir/rewrite passes, in order; RLX_CUDA_NO_FOLD=1: none):
+// fold-attention-transposes, residual-into-norm, batch-sibling-linears (RLX_CUDA_BATCH_LINEARS=0:
+// off), bias-into-gemm, layernorm-into-gemm (both asking plan_gemm), embedding-norm
+// (RLX_CUDA_EMBED_NORM=0: off), then the launch planning below: reorder-row-regions and, after
+// plan_memory, grid-layout.
+LirSchedule cuda_schedule();
 
 // grid-layout (the last rewrite): when the schedule can run as one persistent
 // launch (MergePlanner::grid_parts), every arena buffer gets its own bytes (no reuse) and sink

@@ -254,53 +254,5 @@ void GemmPlan::run(CUdeviceptr A, CUdeviceptr B, CUdeviceptr bias, CUdeviceptr C
   }
 }
 
-// fold-gemm-layernorm (see gemm.h).
-int fold_gemm_layernorm(LirProgram& p) {
-  auto [uses, producer] = count_uses(p);
-  std::vector<bool> dead(p.kernels.size(), false);
-  int folded = 0;
-  for (int n = 0; n < static_cast<int>(p.kernels.size()); ++n) {
-    LirKernel& nk = p.kernels[n];
-    if (nk.kind != KernelKind::Library || nk.op != OpKind::LayerNorm || !nk.attrs.count("cuda_residual") ||
-        nk.in.size() != 4 || nk.out.size() != 1)
-      continue;
-    const ValueType& xt = p.buffers[nk.in[0]].type;
-    auto xd = static_dims(xt.shape);
-    Node nd{nk.op, {}, {}, nk.attrs, ""};
-    int64_t axis = attr_int(nd, "axis");
-    if (xd.empty() || (axis != -1 && axis != static_cast<int64_t>(xd.size()) - 1)) continue;
-    bool same = p.buffers[nk.out[0]].type.dtype == xt.dtype;
-    for (int b : nk.in) same &= p.buffers[b].type.dtype == xt.dtype;
-    for (int b = 2; b < 4; ++b) same &= static_dims(p.buffers[nk.in[b]].type.shape) == std::vector<int64_t>{xd.back()};
-    if (!same) continue;
-    for (int side = 0; side < 2; ++side) {
-      int y = nk.in[side], res = nk.in[1 - side], l = producer[y];
-      if (l < 0 || dead[l] || uses[y] != 1 || p.buffers[y].kind != BufferKind::Arena || y == res) continue;
-      LirKernel& lk = p.kernels[l];
-      if (lk.kind != KernelKind::Library || lk.op != OpKind::Linear || lk.in.size() != 3 || lk.out.size() != 1 ||
-          lk.attrs.count("cuda_siblings") || lk.attrs.count("cuda_ln") || activation_of(lk) != "none")
-        continue;
-      if (producer[res] >= l || producer[nk.in[2]] >= l || producer[nk.in[3]] >= l) continue;  // ready at the linear
-      std::vector<ValueType> in;
-      for (int b : lk.in) in.push_back(p.buffers[b].type);
-      GemmShape g;
-      std::string post;
-      if (!plan_gemm(lk, in, xt, &g, &post)) continue;
-      g.epilogue = "layernorm";
-      g.eps = attr_float(nd, "eps");
-      if (own_gemm_configs(g).empty()) continue;
-      int bias = lk.in[2];
-      lk.in = {lk.in[0], lk.in[1], res, nk.in[2], nk.in[3], bias};
-      lk.out = {nk.out[0]};
-      lk.attrs["cuda_ln"] = int64_t{1};
-      lk.attrs["cuda_ln_eps"] = g.eps;
-      lk.origin += "+layer_norm";
-      dead[n] = true;
-      ++folded;
-      break;
-    }
-  }
-  return drop_folded(p, dead, folded);
-}
 
 }  // namespace rlx::cuda

@@ -30,11 +30,9 @@ struct GemmShape {
 bool plan_gemm(const LirKernel& k, const std::vector<ValueType>& in, const ValueType& out, GemmShape* g,
                std::string* post_act);
 
-// fold-gemm-layernorm: linear(x, W, b) whose output only feeds a
-// layer_norm(out + res) (fold-residual-add's form, normalized over the last dim) becomes one Linear
-// kernel with attr cuda_ln (its eps in cuda_ln_eps), inputs {x, W, res, gamma, beta, b}, writing
-// the norm's output. Only where our fused GEMM takes the shape (f16/bf16). Returns the count.
-int fold_gemm_layernorm(LirProgram& p);
+// The layernorm-into-gemm pass (src/lir/rewrite/gemm_epilogue.cpp) makes a Linear kernel with
+// attr cuda_ln (its eps in cuda_ln_eps), inputs {x, W, res, gamma, beta, b}, writing the norm's
+// output, where our fused GEMM takes the shape (own_gemm_configs, f16/bf16; cuda_schedule asks).
 
 class GemmPlan {
  public:

@@ -346,6 +346,19 @@ void register_nn_ops(std::map<std::string, Converter>& r) {
   r["LayerNormalization"] = [](Ctx& c) {
     V x = c.in(0);
     NormStage st = norm_stage(c, x);
+    // Over the last axis, computed in X's dtype, with a [N] scale (and bias) and only Y read: the
+    // layer_norm op itself (what a transformer export gives), so the device's LayerNorm kernel and
+    // the LIR passes that fold it into a GEMM apply. Otherwise the function body below.
+    const int64_t rk = c.rank(x);
+    auto vec_n = [&](V v) {
+      return c.rank(v) == 1 && c.dtype(v) == st.dt && c.shape(v)[0] == c.shape(x)[static_cast<size_t>(rk - 1)];
+    };
+    if (rk >= 1 && st.axes.size() == 1 && st.ct == st.dt && !c.wants_output(1) && !c.wants_output(2) && vec_n(c.in(1)) &&
+        (!c.has_input(2) || vec_n(c.in(2)))) {
+      std::vector<V> ins{x, c.in(1)};
+      if (c.has_input(2)) ins.push_back(c.in(2));
+      return c.set_output(0, c.op1(OpKind::LayerNorm, ins, {{"eps", st.eps}, {"axis", int64_t{-1}}}));
+    }
     V xf = c.convert(x, st.ct);
     V mean = c.reduce(OpKind::ReduceMean, xf, st.axes, true);
     V xc = c.bin(OpKind::Sub, xf, mean);
