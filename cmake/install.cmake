@@ -6,7 +6,7 @@
 #   P/bin/rlx, P/share/rlx/plot_training.py  the command and its plot script
 # The library targets are found, not listed: every STATIC/SHARED/OBJECT/INTERFACE library named
 # rlx_* in this project, so splitting the core into more libraries needs no change here. Their
-# transitive link dependencies (OpenBLAS, protobuf, ICU, zlib, threads, dl) travel in the export, so
+# transitive link dependencies (OpenBLAS, LAPACKE, SuiteSparse, protobuf, ICU, libpng, zlib, threads, dl) travel in the export, so
 # a consumer links `rlx::rlx` and nothing else.
 # Under scikit-build-core (pip install .) only the command and its script are installed, into the
 # environment's bin/ and share/ (python/ installs the module).
@@ -92,7 +92,7 @@ install(DIRECTORY ${RLX_STAGED_INCLUDE}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h" PATTERN "ops.def")
 
 # rlxConfig.cmake: finds what the exported targets link against, then loads them.
-set(RLX_CONFIG_DEPS "find_dependency(Threads)\nfind_dependency(ZLIB)\nfind_dependency(ICU COMPONENTS uc)\n")
+set(RLX_CONFIG_DEPS "find_dependency(Threads)\nfind_dependency(ZLIB)\nfind_dependency(ICU COMPONENTS uc i18n)\nfind_dependency(PNG)\n")
 if(TARGET protobuf::libprotobuf)
   string(APPEND RLX_CONFIG_DEPS "find_dependency(Protobuf)\n")
 endif()
@@ -116,13 +116,21 @@ foreach(t ${RLX_INSTALL_LIBS})
     string(APPEND RLX_PC_LIBS " -l${base}")
   endif()
 endforeach()
-set(RLX_PC_REQUIRES "zlib icu-uc")
+set(RLX_PC_REQUIRES "zlib icu-uc icu-i18n libpng")
 if(TARGET protobuf::libprotobuf)
   string(APPEND RLX_PC_REQUIRES " protobuf")
 endif()
 if(RLX_OPENBLAS_LIB)
   string(APPEND RLX_PC_REQUIRES " openblas")
 endif()
+# Libraries without a .pc file (LAPACKE, SuiteSparse): named in Libs, after the rlx libraries.
+set(RLX_PC_EXTRA_LIBS)
+foreach(lib ${RLX_LAPACKE_LINKED} ${RLX_SUITESPARSE_LINKED})
+  get_filename_component(n ${lib} NAME_WE)
+  string(REGEX REPLACE "^lib" "" n "${n}")
+  string(APPEND RLX_PC_EXTRA_LIBS " -l${n}")
+endforeach()
+string(APPEND RLX_PC_LIBS "${RLX_PC_EXTRA_LIBS}")
 # Relocatable: the prefix is found from the .pc file's own place, so `cmake --install --prefix P`
 # works for any P chosen at install time.
 file(RELATIVE_PATH RLX_PC_UP /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)

@@ -10,6 +10,7 @@ if(RLX_SUITESPARSE_INCLUDE AND RLX_KLU_LIB AND RLX_UMFPACK_LIB AND RLX_CHOLMOD_L
   set_source_files_properties(${CMAKE_SOURCE_DIR}/src/sparse/direct.cpp PROPERTIES
                               COMPILE_DEFINITIONS RLX_HAVE_SUITESPARSE INCLUDE_DIRECTORIES ${RLX_SUITESPARSE_INCLUDE})
   target_link_libraries(rlx_core PRIVATE ${RLX_KLU_LIB} ${RLX_UMFPACK_LIB} ${RLX_CHOLMOD_LIB} ${RLX_SSCONFIG_LIB})
+  set(RLX_SUITESPARSE_LINKED ${RLX_KLU_LIB} ${RLX_UMFPACK_LIB} ${RLX_CHOLMOD_LIB} ${RLX_SSCONFIG_LIB})  # rlx.pc
 else()
   message(STATUS "SuiteSparse not found: sparse_solve offers method=dense only (apt libsuitesparse-dev)")
 endif()

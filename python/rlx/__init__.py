@@ -36,7 +36,7 @@ from ._rlx import DType, Error
 __all__ = [
     "DType", "Error", "Graph", "Value", "CompiledModel", "InferenceSession", "NodeArg", "dtype", "dtypes",
     "ops", "op_schema", "parse", "load", "model_kind", "compile", "devices", "reference_run", "read_npy",
-    "write_npy", "read_npz", "write_npz", "jvp", "vmap", "embed", "llm", "LanguageModel", "__version__",
+    "write_npy", "read_npz", "write_npz", "jvp", "vmap", "embed", "LanguageModel", "llm", "linalg", "sparse", "splat", "train", "__version__",
 ]
 
 __version__: str = _rlx.version()  # the CMake project version
@@ -491,8 +491,11 @@ def embed(model: str, sentences: _Union[str, _Sequence[str]], *, device: str = "
 class LanguageModel:
     """A Qwen3 decoder (HF folder or .gguf, quantized weights kept packed) with a KV cache::
 
-        lm = rlx.llm("tiny-Q4_0.gguf", device="cpu")
+        lm = rlx.LanguageModel("tiny-Q4_0.gguf", device="cpu")
         lm.generate([1, 2, 3], max_new=8)               # greedy -> list of new token ids
+
+    Token ids in and out; rlx.llm.load(path).generate("text") is text in and text out with the
+    model's own tokenizer and chat template.
     """
 
     def __init__(self, path: str, device: str = "cpu", keep_packed: bool = True):
@@ -521,11 +524,6 @@ class LanguageModel:
 
     def __repr__(self) -> str:
         return f"<rlx.LanguageModel {self.path!r} on {self.device}>"
-
-
-def llm(path: str, device: str = "cpu", keep_packed: bool = True) -> LanguageModel:
-    """Loads a Qwen3 decoder for generation (see LanguageModel)."""
-    return LanguageModel(path, device, keep_packed)
 
 
 # ---- program transforms (src/autodiff) -------------------------------------------------------
@@ -560,6 +558,7 @@ from . import linalg  # noqa: E402
 from . import train  # noqa: E402
 # Sparse CSR matrices, ops and solvers: rlx.sparse (python/rlx/sparse.py)
 from . import sparse  # noqa: E402
+from . import splat  # noqa: E402  (rlx.splat: gaussian splatting)
 from . import llm  # noqa: E402  (rlx.llm.load: decoder LLMs, text in and text out)
 
 del annotations  # the __future__ import; not part of the API

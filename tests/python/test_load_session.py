@@ -109,7 +109,7 @@ def test_namespace_holds_only_the_api():
     for leaked in ("np", "Any", "Iterable", "Mapping", "Sequence", "Union", "annotations", "DTypeLike", "ValueLike"):
         assert leaked not in public, leaked
     assert set(rlx.__all__) <= set(dir(rlx))
-    assert public <= set(rlx.__all__) | {"train"}, public - set(rlx.__all__)
+    assert public <= set(rlx.__all__), public - set(rlx.__all__)
 
 
 def square_sum_graph():
@@ -160,7 +160,7 @@ def test_llm_generates_as_the_cli_does():
     import subprocess
     from rlx_paths import rlx_bin
     path = os.path.join(QWEN, "tiny-Q4_0.gguf")
-    lm = rlx.llm(path)
+    lm = rlx.LanguageModel(path)
     got = lm.generate([1, 2, 3], max_new=5)
     assert len(got) == 5 and all(0 <= t < lm.vocab for t in got)
     exe = rlx_bin()

@@ -130,12 +130,14 @@ static const std::set<std::string> kCovered = {"matmul",      "linear",         
                                                "relu",        "embedding",       "attention",   "rope",
                                                "reduce_mean", "expand",          "squeeze",     "unsqueeze",
                                                "dequant_matmul",   // Decomp.DequantMatMul
+                                               "dequantize",       // Quant.DequantizeDecompositionMatchesReference
+                                               "splat_sh",         // Decomp.SplatSh
                                                "stop_gradient"};   // Decomp.StopGradient
 
 TEST(DecompCoverage, EveryHirOpHasCases) {
   for (int i = 0; i < num_ops(); ++i) {
     auto k = static_cast<OpKind>(i);
-    if (op_info(k).level != Level::Hir) continue;
+    if (op_info(k).level != Level::Hir || op_info(k).decompose == nullptr) continue;  // native-only
     EXPECT_TRUE(kCovered.count(std::string(op_name(k))))
         << "HIR op '" << op_name(k) << "' has no decomposition test";
   }
@@ -484,4 +486,14 @@ TEST(Decomp, StopGradient) {
   ASSERT_EQ(d.nodes.size(), 1u);
   EXPECT_EQ(d.nodes[0].op, OpKind::Mul);
   EXPECT_EQ(d.nodes[0].inputs[0], d.nodes[0].inputs[1]);  // both operands are x itself
+}
+
+// Spherical harmonics of degrees 0-3 (view directions normalized inside) against the f64 reference.
+TEST(Decomp, SplatSh) {
+  auto S = OpKind::SplatSh;
+  for (int64_t deg = 0; deg <= 3; ++deg) {
+    int64_t k = (deg + 1) * (deg + 1);
+    CASE(S, {R(f64, {7, 3}), R(f64, {7, k, 3})}, {{"degree", deg}});
+    CASE(S, {R(f32, {5, 3}), R(f32, {5, k, 3})}, {{"degree", deg}}, 2);
+  }
 }
