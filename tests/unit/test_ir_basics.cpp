@@ -12,7 +12,9 @@ TEST(OpTable, NamesRoundTripAndLevels) {
     EXPECT_EQ(back, k);
     const auto& info = op_info(k);
     // MIR primitives have no decomposition; a HIR op has one or is native-only.
-    if (info.level == Level::Mir) EXPECT_EQ(info.decompose, nullptr) << op_name(k);
+    if (info.level == Level::Mir) {
+      EXPECT_EQ(info.decompose, nullptr) << op_name(k);
+    }
   }
 }
 
