@@ -366,6 +366,22 @@ int reorder_row_regions(LirProgram& p) {
     }
   }
   if (!n) return 0;
+  // The new order must keep every read after the write it depends on (a row region may claim a
+  // kernel that feeds it, as in the dequantize decomposition's bit-field chains); if it would not,
+  // the schedule stays as it was.
+  auto base = [&p](int b) {
+    while (p.buffers[b].kind == BufferKind::View) b = p.buffers[b].view_of;
+    return b;
+  };
+  std::vector<int> writer(p.buffers.size(), -1);
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    for (int b : p.kernels[k].out) writer[base(b)] = static_cast<int>(k);
+  std::vector<char> done(p.kernels.size(), 0);
+  for (size_t k : order) {
+    for (int b : p.kernels[k].in)
+      if (int w = writer[base(b)]; w >= 0 && w != static_cast<int>(k) && !done[w]) return 0;
+    done[k] = 1;
+  }
   std::vector<LirKernel> ks;
   for (size_t k : order) ks.push_back(std::move(p.kernels[k]));
   p.kernels = std::move(ks);
