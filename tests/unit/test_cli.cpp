@@ -9,23 +9,11 @@
 #include <fstream>
 #include <string>
 
+#include "run_rlx.h"
+
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-// Runs `rlx ARGS`; the output is stdout and stderr together unless `stdout_only`.
-Result run_rlx(const std::string& args, bool stdout_only = false) {
-  std::string cmd = std::string(RLX_BIN) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+using Result = RlxRun;
 
 std::string ex(const char* f) { return std::string(RLX_SOURCE_DIR) + "/examples/" + f; }
 

