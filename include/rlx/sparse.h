@@ -46,6 +46,9 @@ struct Coo {
 // Matrix Market (.mtx): "coordinate" with field real|integer|pattern and symmetry
 // general|symmetric|skew-symmetric (the mirrored half is filled in). Errors name the line.
 Coo read_matrix_market(const std::string& path);
+// The 5-point Laplacian of an m x m grid (Dirichlet boundary): SPD, n = m^2; the test and benchmark
+// matrix of the solvers.
+Coo poisson2d(int64_t m);
 Coo parse_matrix_market(const std::string& text, const std::string& source = "<string>");
 void write_matrix_market(const Csr& a, const std::string& path);
 

@@ -208,4 +208,19 @@ ValueId solve(Builder& b, const CsrValues& a, ValueId rhs, const std::string& me
   return b.op1(OpKind::SparseSolve, {a.values, a.col, a.row_ptr, rhs}, at);
 }
 
+Coo poisson2d(int64_t m) {
+  Coo c;
+  c.rows = c.cols = m * m;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t r = i * m + j;
+      c.add(r, r, 4);
+      if (i > 0) c.add(r, r - m, -1);
+      if (i + 1 < m) c.add(r, r + m, -1);
+      if (j > 0) c.add(r, r - 1, -1);
+      if (j + 1 < m) c.add(r, r + 1, -1);
+    }
+  return c;
+}
+
 }  // namespace rlx::sparse

@@ -14,20 +14,7 @@ using namespace rlx;
 
 namespace {
 
-sparse::Csr laplacian(int64_t m, DType dt, DType it) {
-  sparse::Coo c;
-  c.rows = c.cols = m * m;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      int64_t r = i * m + j;
-      c.add(r, r, 4);
-      if (i > 0) c.add(r, r - m, -1);
-      if (i + 1 < m) c.add(r, r + m, -1);
-      if (j > 0) c.add(r, r - 1, -1);
-      if (j + 1 < m) c.add(r, r + 1, -1);
-    }
-  return c.to_csr(dt, it);
-}
+sparse::Csr laplacian(int64_t m, DType dt, DType it) { return sparse::poisson2d(m).to_csr(dt, it); }
 
 }  // namespace
 

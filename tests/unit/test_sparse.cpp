@@ -14,24 +14,9 @@
 using namespace rlx;
 using rlx::sparse::Coo;
 using rlx::sparse::Csr;
+using rlx::sparse::poisson2d;
 
 namespace {
-
-// 5-point Laplacian on an m x m grid (Dirichlet): SPD, n = m^2.
-Coo poisson2d(int64_t m) {
-  Coo c;
-  c.rows = c.cols = m * m;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      int64_t r = i * m + j;
-      c.add(r, r, 4);
-      if (i > 0) c.add(r, r - m, -1);
-      if (i + 1 < m) c.add(r, r + m, -1);
-      if (j > 0) c.add(r, r - 1, -1);
-      if (j + 1 < m) c.add(r, r + 1, -1);
-    }
-  return c;
-}
 
 // A random n x n matrix with ~density off-diagonal entries plus a dominant diagonal (shift).
 Coo random_square(int64_t n, double density, double shift, uint64_t seed, bool symmetric) {
