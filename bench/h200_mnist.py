@@ -22,6 +22,10 @@ BATCHES = [128, 1024]
 LR = 0.1
 
 
+WALL_STEPS = "host wall clock around N steps back to back + synchronize; p50 of 5 rounds"
+EVENTS_STEPS = "CUDA events around N replays of the captured step; p50 of 5 rounds"
+
+
 def data(B, seed=1):
     rng = np.random.default_rng(seed)
     return rng.random((B, 784), dtype=np.float32), rng.integers(0, 10, B).astype(np.int64)
@@ -81,39 +85,42 @@ def torch_rows(sizes, B, steps):
 
 
 def jax_rows(sizes, B, steps):
+    """JAX jit at its default matmul precision (TF32 on this GPU) and at "highest" (full f32)."""
     import jax, jax.numpy as jnp
-    prec = os.environ.get("JAX_MATMUL_PRECISION")  # e.g. "highest": full f32 matmuls (the default may use TF32)
-    if prec:
-        jax.config.update("jax_default_matmul_precision", prec)
+    precs = os.environ.get("JAX_MATMUL_PRECISIONS", "default,highest").split(",")
     x_np, y_np = data(B)
     x, y = jnp.asarray(x_np), jnp.asarray(y_np)
-    ps = [jnp.asarray(p) for p in init(sizes)]
+    out = []
+    for prec in precs:
+        ps = [jnp.asarray(p) for p in init(sizes)]
+        with jax.default_matmul_precision(None if prec == "default" else prec):
+            def step(ps, x, y):
+                loss, g = jax.value_and_grad(jax_loss)(ps, x, y)
+                return [p - LR * gp for p, gp in zip(ps, g)], loss
 
-    def step(ps, x, y):
-        loss, g = jax.value_and_grad(jax_loss)(ps, x, y)
-        return [p - LR * gp for p, gp in zip(ps, g)], loss
+            step = jax.jit(step, donate_argnums=0)
+            state = {"ps": ps}
 
-    step = jax.jit(step, donate_argnums=0)
-    state = {"ps": ps}
+            def run_n(n):
+                p = state["ps"]
+                for _ in range(n):
+                    p, loss = step(p, x, y)
+                state["ps"] = p
 
-    def run_n(n):
-        p = state["ps"]
-        for _ in range(n):
-            p, loss = step(p, x, y)
-        state["ps"] = p
-
-    run_n(20)
-    sync = lambda: jax.block_until_ready(state["ps"])
-    p50, p90 = rounds(run_n, steps, sync)
-    print(f"jax jit {'-'.join(map(str, sizes))} b{B}: {p50:.4f} ms/step ({B / p50 / 1e3:.2f} M img/s) "
-          f"on {jax.devices()[0]}", flush=True)
-    return [row("jax", f"jit (donated params), {jax.__version__}, matmul precision {prec or 'default'}", sizes, B, p50, p90)]
+            run_n(20)
+            sync = lambda: jax.block_until_ready(state["ps"])
+            p50, p90 = rounds(run_n, steps, sync)
+        label = "default (TF32 on this GPU)" if prec == "default" else prec
+        print(f"jax jit [{label}] {'-'.join(map(str, sizes))} b{B}: {p50:.4f} ms/step ({B / p50 / 1e3:.2f} M img/s) "
+              f"on {jax.devices()[0]}", flush=True)
+        out.append(row("jax", f"jit (donated params), {jax.__version__}, matmul precision {label}", sizes, B, p50, p90))
+    return out
 
 
 def row(system, variant, sizes, B, p50, p90):
     return {"system": system, "variant": variant, "device": "cuda",
             "workload": f"mnist mlp {'-'.join(map(str, sizes))} sgd train step", "dtype": "f32", "batch": B,
-            "seq": None, "p50_ms": round(p50, 5), "p90_ms": round(p90, 5), "throughput": round(B / (p50 / 1000), 1),
+            "seq": None, "method": WALL_STEPS, "p50_ms": round(p50, 5), "p90_ms": round(p90, 5), "throughput": round(B / (p50 / 1000), 1),
             "unit": "img/s", "peak_rss_mb": None}
 
 
@@ -130,15 +137,18 @@ def main():
                 except Exception as e:  # a missing peer is reported, the others still count
                     notes.append(f"{fn.__name__} {sizes} b{B}: {type(e).__name__}: {e}")
                     print(notes[-1], flush=True)
-    rl = []
-    if os.path.exists(f"{rlx_dir}/rlx_rows.jsonl"):
-        rl = [json.loads(x) for x in open(f"{rlx_dir}/rlx_rows.jsonl") if x.strip()]
-        if os.environ.get("RLX_ALLOW_TF32") == "1":  # h200_mnist ran with TF32 GEMMs allowed
-            for r in rl:
-                r["variant"] += ", RLX_ALLOW_TF32=1"
-    checks = []
-    if os.path.exists(f"{rlx_dir}/rlx_checks.jsonl"):
-        checks = [json.loads(x) for x in open(f"{rlx_dir}/rlx_checks.jsonl") if x.strip()]
+    rl, checks = [], []
+    # RLX_DIR holds the full-f32 run; RLX_DIR_tf32, when present, the same run with RLX_ALLOW_TF32=1.
+    for d, tag in ((rlx_dir, ""), (rlx_dir.rstrip("/") + "_tf32", ", RLX_ALLOW_TF32=1")):
+        if os.path.exists(f"{d}/rlx_rows.jsonl"):
+            for x in open(f"{d}/rlx_rows.jsonl"):
+                if x.strip():
+                    r = json.loads(x)
+                    r["variant"] += tag
+                    r["method"] = WALL_STEPS if "Trainer" in r["variant"] else EVENTS_STEPS
+                    rl.append(r)
+        if os.path.exists(f"{d}/rlx_checks.jsonl"):
+            checks += [dict(json.loads(x), tf32=bool(tag)) for x in open(f"{d}/rlx_checks.jsonl") if x.strip()]
     try:
         import torch
         dev = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"

@@ -1,13 +1,16 @@
 #!/bin/bash
 # One call on the lent H200 (the `device` tool; see docs/devices/cuda.md): build from source, then
-#   rlx devices | cpu conformance per ISA level of the host CPU | cuda unit tests | conformance on cuda | attention vs PyTorch SDPA |
-#   MiniLM benchmark vs PyTorch | MNIST MLP training vs PyTorch CUDA and JAX.
+#   rlx devices | cpu conformance per ISA level of the host CPU | cuda unit tests | conformance on cuda |
+#   vulkan/opengl/gpu conformance on the NVIDIA drivers | attention vs PyTorch SDPA |
+#   MiniLM benchmark vs PyTorch (and on the portable GPUs) | MNIST MLP training vs PyTorch CUDA and JAX.
 # $OUT gets log.txt, the results JSONs and all.tgz (everything else: tests, ops, profiles), since
 # the device tool brings back at most 8 files.
-# Carry build-cuda/devcarry (GoogleTest headers + static libs from the dev machine).
-# STAGES (default "build devices cpuisa tests ops cputhreads attn mnist bench") picks a subset; the MiniLM bench runs
+# Carry build-cuda/devcarry.tar.xz and build-cuda/gpuloaders.tar.xz (made on the dev machine;
+# scripts/device/common.sh says how it is made and unpacks it).
+# STAGES (default "build devices cpuisa tests ops portable cputhreads attn mnist bench") picks a subset; the MiniLM bench runs
 # last since torch.compile (max-autotune) takes minutes per shape (PEER_BUDGET_S caps it).
 set -u
+source "$(dirname "$0")/common.sh"
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 if [ -z "${RLX_INNER:-}" ]; then  # run the stages under a time budget, then pack what exists
@@ -19,7 +22,7 @@ if [ -z "${RLX_INNER:-}" ]; then  # run the stages under a time budget, then pac
   exit $rc
 fi
 exec > >(tee "$OUT/log.txt") 2>&1
-STAGES=${STAGES:-build devices cpuisa tests ops cputhreads attn mnist bench}
+STAGES=${STAGES:-build devices cpuisa tests ops portable cputhreads attn mnist bench}
 ROOT=$PWD
 B=/tmp/rlx-device-build
 export RLX_CACHE_DIR=/tmp/rlx-cache
@@ -30,6 +33,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,n
 
 if has build; then
   stamp build
+  unpack_devcarry
   set -o pipefail
   if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
          ninja -C $B -j "$(nproc)" rlx h200_minilm h200_mnist h200_attention cpu_trainer_threads $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
@@ -63,6 +67,16 @@ if has ops; then
   echo "rc=$?" >> "$OUT/ops_cuda.txt"
   grep -v " pass " "$OUT/ops_cuda.txt" | grep -E "FAIL|conformance|rc=" | head -60
 fi
+if has portable; then  # vulkan / opengl / gpu (OpenCL) on NVIDIA's drivers, through the carried loaders
+  stamp "portable GPUs on the NVIDIA drivers"
+  use_nvidia_gpu_apis
+  $RLX devices | grep -E "vulkan|opengl|gpu " | tee "$OUT/devices_portable.txt"
+  for d in ${PORTABLE_DEVICES:-vulkan opengl gpu}; do
+    timeout 150 $RLX ops --device $d > "$OUT/ops_$d.txt" 2>&1
+    echo "ops --device $d: rc=$? $(grep -E 'conformance' "$OUT/ops_$d.txt" | tail -n 1)"
+    grep -E "FAIL" "$OUT/ops_$d.txt" | head -8
+  done
+fi
 if has attn; then
   stamp "attention vs SDPA"
   mkdir -p "$OUT/attn"
@@ -80,6 +94,9 @@ if has mnist; then
   mkdir -p "$OUT/mnist"
   $B/bin/h200_mnist "$OUT/mnist" "128;512,512" "128,1024" "${MNIST_STEPS:-2000}"
   for f in "$OUT"/mnist/rlx_profile_*.txt; do echo "--- $f"; head -24 "$f"; done 2>/dev/null
+  stamp "mnist: rlx with RLX_ALLOW_TF32=1 (JAX's default precision on this GPU is TF32)"
+  mkdir -p "$OUT/mnist_tf32"
+  RLX_ALLOW_TF32=1 $B/bin/h200_mnist "$OUT/mnist_tf32" "128;512,512" "128,1024" "${MNIST_STEPS:-2000}" | grep -E "^rlx|^parity"
   stamp "mnist: peers"
   PYTHONUNBUFFERED=1 python3 bench/h200_mnist.py "$OUT/mnist" "$OUT/h200_mnist.json" "${MNIST_STEPS:-2000}"
 fi
@@ -91,6 +108,12 @@ if has bench; then
   mkdir -p "$OUT/rlx"
   $B/bin/h200_minilm $W "$OUT/rlx" "${BATCHES:-1,32,128}" "${DTYPES:-f16,f32}" "${ITERS:-100}"
   cat "$OUT"/rlx/rlx_profile_*.txt 2>/dev/null | head -60
+  if has portable; then  # the same MiniLM on the portable GPU devices (end-to-end timing; parity in the peers step)
+    for d in ${PORTABLE_DEVICES:-vulkan opengl gpu}; do
+      stamp "bench: rlx $d"
+      RLX_BENCH_DEVICE=$d timeout 120 $B/bin/h200_minilm $W "$OUT/rlx" "${PORTABLE_BATCHES:-32}" "${PORTABLE_DTYPES:-f16,f32}" 20
+    done
+  fi
   stamp "bench: peers"
   PYTHONUNBUFFERED=1 python3 bench/h200_minilm.py peers $W "$OUT/rlx" "$OUT/h200_minilm.json"
   rm -f "$OUT"/rlx/*.npy

@@ -3,9 +3,11 @@
 # scripts/device/CMakeLists.txt, run the cuda unit tests of the linear-algebra ops
 # (tests/unit/test_cuda_linalg.cpp: cuSOLVER cholesky vs the reference, NaN + info policy) and the
 # conformance row on cuda, then the cholesky benchmark vs CuPy and torch.linalg.
-# Carry build-cuda/devcarry (GoogleTest headers + static libs, as scripts/device/h200_cuda.sh).
+# Carry build-cuda/devcarry.tar.xz (GoogleTest headers + static libs, as scripts/device/h200_cuda.sh).
 # $OUT gets log.txt, tests.txt, ops_cuda.txt and h200_linalg.json.
 set -u
+source "$(dirname "$0")/common.sh"
+unpack_devcarry
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1

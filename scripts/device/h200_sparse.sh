@@ -3,9 +3,11 @@
 # and runs bench/h200_sparse (cuSPARSE SpMV/SpMM + device-resident CG, RLX) and
 # bench/h200_sparse_cupy.py (the same workloads with cupyx.scipy.sparse) on one 2-D Poisson matrix.
 # $OUT gets log.txt, h200_sparse.json (both systems' rows, ratios vs CuPy) and rlx_rows.jsonl.
-#   carry: build-cuda/devcarry (as scripts/device/h200_cuda.sh)
+#   carry: build-cuda/devcarry.tar.xz (as scripts/device/h200_cuda.sh)
 #   command: bash scripts/device/h200_sparse.sh        (M=1000 REPS=200 by default)
 set -u
+source "$(dirname "$0")/common.sh"
+unpack_devcarry
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1

@@ -6,6 +6,8 @@
 #   PYTHONPATH=build/python python3 bench/splat_compare.py <files_at>/gsplat_case.npz
 # Needs .whl/gsplat-1.5.3-py3-none-any.whl (carry .whl); see docs/splatting.md.
 set -u
+source "$(dirname "$0")/common.sh"
+unpack_devcarry
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1

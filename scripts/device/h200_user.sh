@@ -2,9 +2,11 @@
 # One call on the lent H200: GGUF quantized weights on cuda through the dequantize decomposition
 # (src/passes/decompose/dequantize.cpp), against cpu, and `rlx bench` of the same models.
 # Build: scripts/device/CMakeLists.txt (no protobuf there: .rlx/.gguf/HF models only); carry
-# build-cuda/devcarry as for h200_cuda.sh (ICU and the Vulkan/GL/CL headers for the device build).
+# build-cuda/devcarry.tar.xz as for h200_cuda.sh (ICU and the Vulkan/GL/CL headers for the device build).
 # $OUT gets log.txt.
 set -u
+source "$(dirname "$0")/common.sh"
+unpack_devcarry
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1

@@ -1,5 +1,6 @@
-// `gpu`: OpenCL through the ICD loader (libOpenCL.so.1, dlopen'ed), first platform with a device
-// (RLX_OPENCL_PLATFORM=<substring> picks one). Programs are built from OpenCL C 1.2 source;
+// `gpu`: OpenCL through the ICD loader (libOpenCL.so.1, dlopen'ed): the first GPU or accelerator
+// device of any platform, else the first device at all (a CPU runtime such as PoCL);
+// RLX_OPENCL_PLATFORM=<substring> restricts the platforms. Programs are built from OpenCL C 1.2 source;
 // PoCL caches its JIT output in ~/.cache/pocl, so only the first build of a kernel is slow.
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -128,13 +129,14 @@ std::unique_ptr<Api> make_opencl_api(std::string* why) {
   std::vector<cl_platform_id> ps(np);
   a->f.clGetPlatformIDs(np, ps.data(), nullptr);
   const char* want = std::getenv("RLX_OPENCL_PLATFORM");
+  for (cl_device_type type : {cl_device_type(CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR), cl_device_type(CL_DEVICE_TYPE_ALL)})
   for (auto p : ps) {
     char pname[256] = {0}, dname[256] = {0};
     a->f.clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof pname, pname, nullptr);
     if (want && std::string(pname).find(want) == std::string::npos) continue;
     cl_device_id d;
     cl_uint nd = 0;
-    if (a->f.clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, &nd) != CL_SUCCESS || nd == 0) continue;
+    if (a->f.clGetDeviceIDs(p, type, 1, &d, &nd) != CL_SUCCESS || nd == 0) continue;
     a->f.clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof dname, dname, nullptr);
     cl_int e;
     a->ctx = a->f.clCreateContext(nullptr, 1, &d, nullptr, nullptr, &e);

@@ -1,0 +1,50 @@
+# Shared by the scripts/device/h200_*.sh scripts (sourced). The lent H200 image lacks some build
+# inputs and the GPU API loaders; the dev machine packs them once (make_device_carry), the device
+# call carries the archives (`carry: ["build-cuda/devcarry.tar.xz", "build-cuda/gpuloaders.tar.xz"]`,
+# ~14 MB together, well inside the call's 64 MiB), and the scripts unpack them there.
+#   devcarry.tar.xz:   GoogleTest, zlib, ICU static libs (strip --strip-debug) and the gtest, zlib,
+#                      Vulkan, EGL, GL, OpenCL, ICU and CLI11 headers the device build compiles against
+#   gpuloaders.tar.xz: the Khronos/glvnd loaders (libvulkan, libEGL + libGLdispatch, libOpenCL) and
+#                      glslc with its libshaderc, from Debian, so the portable GPU backends can reach
+#                      NVIDIA's Vulkan, EGL and OpenCL drivers that the image does have
+
+RLX_REPO=${RLX_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+
+make_device_carry() {  # on the dev machine, from the repo root
+  local d=build-cuda/devcarry g=build-cuda/gpuloaders
+  rm -rf "$d" "$g" && mkdir -p "$d/lib" "$d/include" "$g/lib" "$g/bin"
+  cp -r /usr/include/{gtest,zlib.h,zconf.h,vulkan,vk_video,EGL,KHR,GL,CL,unicode,CLI} "$d/include/"
+  rm -f "$d"/include/vulkan/*.hpp  # the C++ bindings are not used
+  local l
+  for l in libgtest.a libgtest_main.a libz.a libicuuc.a libicui18n.a libicudata.a; do
+    cp "$(find /usr/lib -name "$l" | head -n 1)" "$d/lib/" && strip --strip-debug "$d/lib/$l"
+  done
+  for l in libvulkan.so.1 libEGL.so.1 libGLdispatch.so.0 libOpenCL.so.1 libshaderc.so.1; do
+    cp -L "/usr/lib/x86_64-linux-gnu/$l" "$g/lib/"
+  done
+  cp /usr/bin/glslc "$g/bin/"
+  (cd build-cuda && tar cJf devcarry.tar.xz devcarry && tar cJf gpuloaders.tar.xz gpuloaders)
+  ls -la build-cuda/*.tar.xz
+}
+
+unpack_devcarry() {  # on the device: build-cuda/devcarry from its archive
+  if [ ! -f "$RLX_REPO/build-cuda/devcarry/lib/libgtest.a" ] && [ -f "$RLX_REPO/build-cuda/devcarry.tar.xz" ]; then
+    tar xJf "$RLX_REPO/build-cuda/devcarry.tar.xz" -C "$RLX_REPO/build-cuda"
+  fi
+}
+
+use_nvidia_gpu_apis() {  # on the device: loaders + glslc on the paths, NVIDIA's ICDs selected
+  local g=/tmp/rlx-gpuloaders f
+  mkdir -p $g && tar xJf "$RLX_REPO/build-cuda/gpuloaders.tar.xz" -C $g --strip-components=1 || return 1
+  # Only the loaders the image lacks: its own OpenCL loader already reaches NVIDIA's ICD.
+  local l
+  for l in libvulkan.so.1 libEGL.so.1 libGLdispatch.so.0 libOpenCL.so.1; do
+    ldconfig -p | grep -q "$l " && rm -f "$g/lib/$l"
+  done
+  export LD_LIBRARY_PATH=$g/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} RLX_GLSLC=$g/bin/glslc
+  f=$(find /usr/local/nvidia /usr/share /etc -name 'nvidia_icd*.json' -path '*vulkan*' 2>/dev/null | head -n 1)
+  [ -n "$f" ] && export VK_ICD_FILENAMES=$f
+  f=$(find /usr/local/nvidia /usr/share /etc -name '*nvidia*.json' -path '*egl_vendor*' 2>/dev/null | head -n 1)
+  [ -n "$f" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$f
+  echo "gpu APIs: VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-none} EGL vendor=${__EGL_VENDOR_LIBRARY_FILENAMES:-none} OpenCL ICD=${OCL_ICD_FILENAMES:-none}"
+}
