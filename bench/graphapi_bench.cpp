@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -82,8 +84,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string variant(const std::string& d, const std::string& tag) {
-  std::string v = d == "tpu" ? "PJRT " + device_info("tpu").reason.substr(0, device_info("tpu").reason.find(" (C API"))
-                  : d == "mlx" ? "MLX, mlx::core::compile" : "rlx " + d + " backend";
+  std::string v = d == "mlx" ? "MLX, mlx::core::compile" : "rlx " + d + " backend";
+  if (d == "tpu") {  // "PJRT plugin <path> (C API 0.81; ...": the plugin's file name and API version
+    const std::string& r = device_info("tpu").reason;
+    size_t a = r.find(" (C API"), s = r.rfind('/', a);
+    if (a != std::string::npos && s != std::string::npos)
+      v = "PJRT " + r.substr(s + 1, a - s - 1) + " (" + r.substr(a + 2, r.find(';', a) - a - 2) + ")";
+  }
   for (auto& c : v)
     if (c == '"' || c == '\\') c = '\'';
   return tag.empty() ? v : v + ", " + tag;
@@ -118,6 +125,8 @@ int main(int argc, char** argv) {
   int steps = argc > 5 ? std::atoi(argv[5]) : 50;
   std::string tag = argc > 6 ? argv[6] : "";
   int rc = 0;
+  std::map<int64_t, std::pair<std::string, Tensor>> first_out;
+  std::pair<std::string, double> first_loss;  // the first device that trained, and its loss
   for (auto& d : devices) {
     const DeviceInfo& info = device_info(d);
     std::printf("== %s: %s (%s)\n", d.c_str(), device_status_name(info.status).data(), info.reason.c_str());
@@ -136,8 +145,18 @@ int main(int argc, char** argv) {
         co.verify = false;
         auto t0 = std::chrono::steady_clock::now();
         CompiledModel m(minilm(B), co);
-        m.run({ids});
+        Tensor y = m.run({ids})[0];
         std::printf("%s minilm b%lld: compile + first run %.0f ms\n", d.c_str(), static_cast<long long>(B), ms_since(t0));
+        // Parity on the same inputs: the first device listed is the reference of the others.
+        if (!first_out.count(B)) {
+          first_out[B] = {d, y};
+        } else {
+          const Tensor& r = first_out[B].second;
+          double worst = 0;
+          for (int64_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(y.get(i) - r.get(i)));
+          std::printf("%s minilm b%lld: max |diff| vs %s %.3g\n", d.c_str(), static_cast<long long>(B),
+                      first_out[B].first.c_str(), worst);
+        }
         std::vector<double> v;
         for (int i = 0; i < iters; ++i) {
           auto s = std::chrono::steady_clock::now();
@@ -164,7 +183,10 @@ int main(int argc, char** argv) {
         tr.advance({x, y});
         v.push_back(ms_since(t0));
       }
-      std::printf("%s mnist: loss after %d steps %.5f\n", d.c_str(), steps + 1, tr.outputs()[0].get(0));
+      double loss = tr.outputs()[0].get(0);
+      if (first_loss.first.empty()) first_loss = {d, loss};
+      std::printf("%s mnist: loss after %d steps %.6f (%s: %.6f)\n", d.c_str(), steps + 1, loss, first_loss.first.c_str(),
+                  first_loss.second);
       row(out, d, variant(d, tag), "mnist mlp 784-128-10 sgd-momentum step (resident params)", batch, "null", v,
           static_cast<double>(batch), "img/s");
     } catch (const std::exception& e) {

@@ -42,12 +42,5 @@ echo "rc=$?" >> "$OUT/ops_tpu.txt"
 grep -v " pass " "$OUT/ops_tpu.txt" | grep -E "FAIL|conformance|rc=" | head -40
 stamp "bench: tpu (PJRT CUDA) vs cuda"
 $B/bin/graphapi_bench "$OUT/rows.jsonl" tpu,cuda "${BATCHES:-1,32}" "${ITERS:-50}" "${MNIST_STEPS:-200}" "H200" | tee "$OUT/bench.txt"
-python3 - "$OUT/rows.jsonl" "$OUT/h200_pjrt.json" <<'PY'
-import json, sys, datetime, subprocess
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-json.dump({"benchmark": "graphapi_h200", "machine": f"lent {gpu}, 16 CPU cores", "date": datetime.date.today().isoformat(),
-           "rows": rows}, open(sys.argv[2], "w"), indent=1)
-print(f"h200_pjrt: {len(rows)} rows -> {sys.argv[2]}")
-PY
+python3 bench/graphapi_results.py "$OUT/rows.jsonl" "$OUT/h200_pjrt.json" graphapi_h200 "lent $(nvidia-smi --query-gpu=name --format=csv,noheader), $(nproc) CPU cores"
 stamp done
