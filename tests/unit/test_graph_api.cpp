@@ -15,6 +15,7 @@
 #include "models/minilm_dir.h"
 #include "models/mlp.h"
 #include "rlx/builder.h"
+#include "run_rlx.h"
 #include "rlx/device.h"
 #include "rlx/session.h"
 #include "runtime/backend.h"
@@ -58,6 +59,16 @@ TEST(GraphApi, StableHloOfASmallGraph) {
                            "\"stablehlo.maximum\"", "dimensions = array<i64: 1>", "\"stablehlo.broadcast_in_dim\"",
                            "\"stablehlo.subtract\"", "\"stablehlo.exponential\"", "\"func.return\""})
     EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+}
+
+// A plugin path that is not a PJRT plugin: `rlx devices` (a fresh process) names the path and why.
+TEST(Tpu, BadPluginPathIsReported) {
+  rlx_test::ScopedEnv missing("RLX_PJRT_PLUGIN", "/nonexistent/pjrt_plugin.so");
+  auto r = run_rlx("devices");
+  EXPECT_NE(r.out.find("cannot load PJRT plugin /nonexistent/pjrt_plugin.so"), std::string::npos) << r.out;
+  rlx_test::ScopedEnv not_pjrt("RLX_PJRT_PLUGIN", "libz.so.1");  // loads, but exports no GetPjrtApi
+  r = run_rlx("devices");
+  EXPECT_NE(r.out.find("libz.so.1 exports no GetPjrtApi"), std::string::npos) << r.out;
 }
 
 TEST(Tpu, ConformanceOnEveryClaimedCase) {

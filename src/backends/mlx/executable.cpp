@@ -2,6 +2,8 @@
 // run on MLX's default device (CPU in the Linux `mlx-cpu` wheel). Graph inputs and constants are the
 // compiled function's arguments; the constants are converted once, and the resident API keeps every
 // input as an mlx array between runs (feedback swaps arrays, no host copy).
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -124,9 +126,17 @@ int mlx_probe(std::string* why) {
       *why = "MLX " + std::string(mlx::core::version()) + " computed 1+2 wrong";
       return 2;
     }
+    // The wheel bundles a reference BLAS; which library its cblas_sgemm binds to in this process
+    // (an OpenBLAS loaded before libmlx interposes it) decides its CPU matmul speed.
+    std::string blas = "unresolved";
+    Dl_info info;
+    if (void* f = ::dlsym(RTLD_DEFAULT, "cblas_sgemm"); f && ::dladdr(f, &info) && info.dli_fname) {
+      blas = info.dli_fname;
+      blas = blas.substr(blas.rfind('/') + 1);
+    }
     *why = "MLX " + std::string(mlx::core::version()) + " (libmlx.so, linked), device " +
-           (d.type == mlx::core::Device::cpu ? "cpu" : "gpu") +
-           "; on Linux CPU its matmul is MLX's bundled reference BLAS (slow)";
+           (d.type == mlx::core::Device::cpu ? "cpu" : "gpu") + "; CPU matmul through cblas_sgemm of " + blas +
+           (blas.find("openblas") == std::string::npos ? " (the wheel's reference BLAS: slow)" : "");
     return 0;
   } catch (const std::exception& e) {
     *why = std::string("MLX failed to run: ") + e.what();
