@@ -74,8 +74,11 @@ std::string probe(const char* lib) {
 CapabilitySet graph_api_caps(bool pjrt) {
   using D = DType;
   using K = OpKind;
-  const DTypeSet f = DTypeSet::of({D::f32}), num = DTypeSet::of({D::f32, D::i32, D::i64}),
-                 logic = DTypeSet::of({D::boolean, D::i32, D::i64}), any = DTypeSet::of({D::f32, D::i32, D::i64, D::boolean});
+  // XLA runs f16/bf16/f64 (the PJRT CPU and CUDA plugins); MLX's are not claimed.
+  const DTypeSet wide = pjrt ? DTypeSet::of({D::f64, D::f16, D::bf16}) : DTypeSet{};
+  const DTypeSet f = DTypeSet::of({D::f32}) | wide, num = DTypeSet::of({D::f32, D::i32, D::i64}) | wide,
+                 logic = DTypeSet::of({D::boolean, D::i32, D::i64}),
+                 any = DTypeSet::of({D::f32, D::i32, D::i64, D::boolean}) | wide;
   CapabilitySet c;
   for (auto k : {K::Exp, K::Log, K::Sqrt, K::Rsqrt, K::Tanh, K::Erf, K::Sin, K::Cos, K::Logistic, K::Floor, K::Ceil,
                  K::Round, K::IsNan, K::Div, K::Pow})
@@ -88,7 +91,7 @@ CapabilitySet graph_api_caps(bool pjrt) {
                  K::Concatenate, K::Gather})
     c.add(k, any);
   c.add(K::Select, DTypeSet::of({D::boolean}));
-  c.add(K::DotGeneral, pjrt ? num : f);
+  c.add(K::DotGeneral, pjrt ? num : DTypeSet::of({D::f32}));
   c.storage = any;
   return c;
 }

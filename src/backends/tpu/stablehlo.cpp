@@ -59,6 +59,12 @@ std::string literal(double v, DType t) {
     std::snprintf(b, sizeof b, "0x%08" PRIX32, u);
     return b;
   }
+  if (t == DType::f16 || t == DType::bf16) {
+    float f = static_cast<float>(v);
+    uint16_t h = t == DType::f16 ? f32_to_f16(f) : f32_to_bf16(f);
+    std::snprintf(b, sizeof b, "0x%04X", static_cast<unsigned>(h));
+    return b;
+  }
   if (t == DType::f64) {
     uint64_t u;
     std::memcpy(&u, &v, 8);
