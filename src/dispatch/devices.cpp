@@ -67,8 +67,39 @@ std::string probe(const char* lib) {
   return std::string("; loader ") + lib + (loadable(lib) ? " found" : " not found");
 }
 
+// tpu and mlx hand the whole graph to a graph runtime; these are the MIR primitives and dtypes
+// their lowerings emit (src/backends/tpu/stablehlo*.cpp, src/backends/mlx/lower.cpp), each checked
+// by `rlx ops --device`. Everything else decomposes or fails at dispatch. `pjrt` picks the StableHLO
+// set (which differs where MLX's CPU kernels do: MLX has no integer matmul).
+CapabilitySet graph_api_caps(bool pjrt) {
+  using D = DType;
+  using K = OpKind;
+  // XLA runs f16/bf16/f64 (the PJRT CPU and CUDA plugins); MLX's are not claimed.
+  const DTypeSet wide = pjrt ? DTypeSet::of({D::f64, D::f16, D::bf16}) : DTypeSet{};
+  const DTypeSet f = DTypeSet::of({D::f32}) | wide, num = DTypeSet::of({D::f32, D::i32, D::i64}) | wide,
+                 logic = DTypeSet::of({D::boolean, D::i32, D::i64}),
+                 any = DTypeSet::of({D::f32, D::i32, D::i64, D::boolean}) | wide;
+  CapabilitySet c;
+  for (auto k : {K::Exp, K::Log, K::Sqrt, K::Rsqrt, K::Tanh, K::Erf, K::Sin, K::Cos, K::Logistic, K::Floor, K::Ceil,
+                 K::Round, K::IsNan, K::Div, K::Pow})
+    c.add(k, f);
+  for (auto k : {K::Neg, K::Abs, K::Sign, K::Add, K::Sub, K::Mul, K::Max, K::Min, K::Lt, K::Le, K::Gt, K::Ge,
+                 K::ReduceSum, K::ReduceMax, K::ReduceMin, K::ReduceProd, K::ArgMax, K::ArgMin, K::Iota})
+    c.add(k, num);
+  for (auto k : {K::Not, K::And, K::Or, K::Xor}) c.add(k, logic);
+  for (auto k : {K::Constant, K::Convert, K::Eq, K::Ne, K::BroadcastInDim, K::Reshape, K::Transpose, K::Slice, K::Pad,
+                 K::Concatenate, K::Gather})
+    c.add(k, any);
+  c.add(K::Select, DTypeSet::of({D::boolean}));
+  c.add(K::DotGeneral, pjrt ? num : DTypeSet::of({D::f32}));
+  c.storage = any;
+  return c;
+}
+
 }  // namespace
 int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp
+int pjrt_probe(std::string* why);          // src/backends/tpu/pjrt.cpp: 0 runs, 1 no plugin, 2 no device
+int mlx_probe(std::string* why);           // src/backends/mlx/executable.cpp: 0 runs, 1 compiled out, 2 fails
 namespace cpu {
 std::string jit_probe();    // src/backends/cpu/jit.cpp
 std::string isa_summary();  // src/backends/cpu/isa.cpp
@@ -119,8 +150,14 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   const char* not_built = "no executor in this build yet";
   if (want("metal")) v.push_back(gpu_like("metal", "MSL rendered kernels", DeviceStatus::NoHardware,
                        "needs an Apple GPU; none on Linux", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean})));
-  if (want("mlx")) v.push_back(gpu_like("mlx", "lowering onto the MLX C++ API", DeviceStatus::CompiledOut,
-                       std::string(not_built) + lib("libmlx.so"), gpu_types));
+  // ---- mlx (src/backends/mlx): linked when CMake found MLX; status from running one op.
+  if (want("mlx")) {
+    std::string why;
+    int st = probing ? mlx_probe(&why) : 0;
+    v.push_back(DeviceInfo{"mlx", "lowering onto the MLX C++ API (mlx::core ops, mlx::core::compile)",
+                           st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::CompiledOut : DeviceStatus::NoDriver),
+                           why, graph_api_caps(false)});
+  }
   if (want("ane")) {
     DeviceInfo ane{"ane", "Core ML program for the Apple Neural Engine", DeviceStatus::NoHardware,
                    "needs an Apple Neural Engine; artifact-only target", all_mir(f16x)};
@@ -163,8 +200,14 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
                        std::string(not_built) + lib("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
   if (want("oneapi")) v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
                        std::string(not_built) + lib("libdnnl.so.3") , DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i32, D::boolean})));
-  if (want("tpu")) v.push_back(gpu_like("tpu", "StableHLO through the PJRT C API", DeviceStatus::CompiledOut,
-                       std::string(not_built) + "; set RLX_PJRT_PLUGIN to a PJRT plugin", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean, D::f64, D::c64})));
+  // ---- tpu (src/backends/tpu): a PJRT plugin dlopened and a client created; status from that.
+  if (want("tpu")) {
+    std::string why;
+    int st = probing ? pjrt_probe(&why) : 0;
+    v.push_back(DeviceInfo{"tpu", "StableHLO through the PJRT C API (any PJRT plugin: XLA CPU, CUDA, libtpu)",
+                           st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware),
+                           why, graph_api_caps(true)});
+  }
   if (want("hexagon")) {
     DeviceInfo hex{"hexagon", "Hexagon C + HVX kernels (run under qemu-hexagon)", DeviceStatus::CompiledOut,
                    not_built, all_mir(DTypeSet::of({D::f32, D::f16, D::i8, D::u8, D::i16, D::i32, D::boolean}))};
