@@ -201,6 +201,8 @@ models::TextOptions text_options(const GenerationRequest& r, int64_t max_new) {
   return o;
 }
 
+std::string dumps(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string base64_floats(const float* p, int64_t n) {
   static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string bytes(static_cast<size_t>(n) * 4, '\0');

@@ -49,6 +49,9 @@ struct GenerationRequest {
 GenerationRequest parse_generation_request(const nlohmann::json& j, bool chat);
 models::TextOptions text_options(const GenerationRequest& r, int64_t max_new);
 
+// JSON text with invalid UTF-8 (user input echoed, a model's partial bytes) replaced, never thrown.
+std::string dumps(const nlohmann::json& j);
+
 std::string base64_floats(const float* p, int64_t n);
 std::string random_id(const std::string& prefix);  // "chatcmpl-…", "cmpl-…"
 

@@ -16,7 +16,7 @@ namespace {
 
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  res.set_content(dumps(j), "application/json");
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -82,7 +82,7 @@ void Server::embeddings(const httplib::Request& req, httplib::Response& res) {
     std::vector<int64_t> lens;
     int64_t total = 0;
     for (size_t i = 0; i < r.input.size(); ++i) {
-      int64_t n = static_cast<int64_t>(m.embedder->tokenizer().encode(r.input[i]).size());
+      int64_t n = static_cast<int64_t>(m.embedder->tokenizer().tokenize(r.input[i]).size()) + 2;  // + [CLS] [SEP]
       if (n > m.context)
         throw ApiError(400, "'input[" + std::to_string(i) + "]' is " + std::to_string(n) + " tokens; the model '" +
                                 r.model + "' takes at most " + std::to_string(m.context),
@@ -178,7 +178,7 @@ void Server::generation(const httplib::Request& req, httplib::Response& res, boo
         "text/event-stream",
         [job, r, id, created, P, first](size_t, httplib::DataSink& sink) {
           auto send = [&](const json& j) {
-            std::string s = "data: " + j.dump() + "\n\n";
+            std::string s = "data: " + dumps(j) + "\n\n";
             return sink.write(s.data(), s.size());
           };
           std::string piece;
@@ -248,7 +248,7 @@ void Server::routes() {
                                         : std::string("the request could not be read (HTTP ") + std::to_string(r.status) + ")";
     std::string code = r.status == 404 ? "not_found" : r.status == 413 ? "request_too_large" : "bad_request";
     request_log().error = msg;
-    r.set_content(ApiError(r.status, msg, "", code).body().dump(), "application/json");
+    r.set_content(dumps(ApiError(r.status, msg, "", code).body()), "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }));
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "rlx/error.h"
+#include "serve/openai.h"
 #include "serve/request_log.h"
 
 namespace rlx::serve {
@@ -90,7 +91,6 @@ void Server::log_request(const httplib::Request& req, const httplib::Response& r
   std::string lbl = "endpoint=\"" + endpoint + "\"";
   metrics_.add("rlx_requests_total", lbl + ",status=\"" + std::to_string(res.status) + "\"");
   metrics_.observe("rlx_request_duration_seconds", lbl, secs);
-  if (lg.cancelled) metrics_.add("rlx_cancelled_total", "model=\"" + lg.model + "\",reason=\"client_gone\"");
   if (!o_.quiet) {
     json line = {{"time", static_cast<int64_t>(std::time(nullptr))},
                  {"method", req.method},
@@ -105,7 +105,7 @@ void Server::log_request(const httplib::Request& req, const httplib::Response& r
     if (lg.stream) line["stream"] = true;
     if (lg.cancelled) line["cancelled"] = true;
     if (!lg.error.empty()) line["error"] = lg.error;
-    std::string s = line.dump() + "\n";
+    std::string s = dumps(line) + "\n";
     std::fwrite(s.data(), 1, s.size(), stderr);
   }
   lg = RequestLog{};
