@@ -1,8 +1,9 @@
 #include "serve/server.h"
 
 #include <httplib.h>
-#include <pthread.h>
 #include <signal.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <ctime>
@@ -17,6 +18,11 @@ namespace rlx::serve {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
+}  // namespace
 
 RequestLog& request_log() {
   static thread_local RequestLog log;
@@ -117,13 +123,13 @@ void Server::stop() {
 }
 
 int Server::run() {
-  // SIGTERM/SIGINT are taken by one thread with sigwait: every thread started below inherits the
-  // blocked mask, so no worker is interrupted mid-request.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // SIGTERM/SIGINT only set a flag (threads that exist before this point, e.g. the cpu device's
+  // pool, may receive them); a watcher thread sees it and stops the listener.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   load_models();
   http_ = std::make_unique<httplib::Server>();
@@ -155,15 +161,14 @@ int Server::run() {
 
   std::atomic<bool> done{false};
   std::thread signals([&] {
-    timespec tick{0, 200 * 1000 * 1000};
     while (!done) {
-      int sig = sigtimedwait(&sigs, nullptr, &tick);
-      if (sig == SIGTERM || sig == SIGINT) {
+      if (int sig = g_signal) {
         std::fprintf(stderr, "rlx serve: %s: no new connections; finishing the requests in flight\n",
                      sig == SIGTERM ? "SIGTERM" : "SIGINT");
         stop();
         return;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
   bool ok = http_->listen_after_bind();  // returns once stopped and every worker has finished

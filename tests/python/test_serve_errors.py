@@ -107,7 +107,7 @@ def test_server_survives_and_still_answers(server):
 def test_full_queue_is_429():
     s = Server([f"smollm2={smollm2_gguf()}"], "--max-active", "1", "--max-queue", "1", "--quiet")
     try:
-        long = dict(CHAT, max_tokens=48, messages=[{"role": "user", "content": "Count from one to fifty."}])
+        long = dict(CHAT, max_tokens=12, messages=[{"role": "user", "content": "Count from one to fifty."}])
         results = []
         t1 = threading.Thread(target=lambda: results.append(s.request("POST", "/v1/chat/completions", long)))
         t1.start()

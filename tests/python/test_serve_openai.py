@@ -50,19 +50,19 @@ def test_embeddings_match_sentence_transformers(client):
 
 
 def test_chat_completion(client):
-    r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12, temperature=0)
+    r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=8, temperature=0)
     text = r.choices[0].message.content
     assert "Paris" in text
     assert r.choices[0].message.role == "assistant"
     assert r.choices[0].finish_reason in ("stop", "length")
-    assert 0 < r.usage.completion_tokens <= 12 and r.usage.prompt_tokens > 5
+    assert 0 < r.usage.completion_tokens <= 8 and r.usage.prompt_tokens > 5
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
 
 
 def test_chat_streaming_equals_plain(client):
-    plain = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12, temperature=0)
+    plain = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=8, temperature=0)
     pieces, reasons, usage = [], [], None
-    stream = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=12, temperature=0,
+    stream = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=8, temperature=0,
                                             stream=True, stream_options={"include_usage": True})
     for ch in stream:
         if ch.usage:
@@ -79,23 +79,23 @@ def test_chat_streaming_equals_plain(client):
 
 
 def test_stop_max_tokens_and_seed(client):
-    r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=16, temperature=0,
+    r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=8, temperature=0,
                                        stop=["Paris"])
     assert "Paris" not in r.choices[0].message.content and r.choices[0].finish_reason == "stop"
-    r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=3, temperature=0)
-    assert r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length"
-    kw = dict(model="smollm2", messages=QUESTION, max_tokens=8, temperature=1.0, top_p=0.9)
+    r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=2, temperature=0)
+    assert r.usage.completion_tokens == 2 and r.choices[0].finish_reason == "length"
+    kw = dict(model="smollm2", messages=QUESTION, max_tokens=3, temperature=1.0, top_p=0.9)
     a = client.chat.completions.create(seed=7, **kw).choices[0].message.content
     b = client.chat.completions.create(seed=7, **kw).choices[0].message.content
     assert a == b  # sampling is seeded per request
 
 
 def test_completions_plain_and_streamed(client):
-    r = client.completions.create(model="smollm2", prompt="The capital of France is", max_tokens=6, temperature=0)
+    r = client.completions.create(model="smollm2", prompt="The capital of France is", max_tokens=3, temperature=0)
     text = r.choices[0].text
-    assert text and r.object == "text_completion" and r.usage.completion_tokens <= 6
+    assert text and r.object == "text_completion" and r.usage.completion_tokens <= 3
     streamed = "".join(c.choices[0].text for c in client.completions.create(
-        model="smollm2", prompt="The capital of France is", max_tokens=6, temperature=0, stream=True) if c.choices)
+        model="smollm2", prompt="The capital of France is", max_tokens=3, temperature=0, stream=True) if c.choices)
     assert streamed == text
 
 
