@@ -1,5 +1,6 @@
 """`rlx serve` answering the pip `openai` client: embeddings against sentence-transformers' goldens,
 chat and completions (plain and streamed) from SmolLM2, /v1/models, /health and /metrics."""
+import base64
 import json
 import os
 
@@ -35,12 +36,17 @@ def test_models_and_health(server, client):
 
 
 def test_embeddings_match_sentence_transformers(client):
-    sentences = json.load(open(os.path.join(GOLDEN, "sentences.json")))[:6]
+    sentences = json.load(open(os.path.join(GOLDEN, "sentences.json")))["sentences"][:6]
     want = np.load(os.path.join(GOLDEN, "embeddings.npy"))[: len(sentences)]
-    # The client asks for base64 by default and decodes it; ask for floats too.
-    for fmt in ("base64", "float"):
-        r = client.embeddings.create(model="minilm", input=sentences, encoding_format=fmt)
-        got = np.array([d.embedding for d in r.data], dtype=np.float32)
+    # Without encoding_format the client asks for base64 and decodes it; explicit "float" is JSON
+    # numbers; explicit "base64" hands back the base64 text (little-endian f32).
+    for fmt in (None, "float", "base64"):
+        kw = {"encoding_format": fmt} if fmt else {}
+        r = client.embeddings.create(model="minilm", input=sentences, **kw)
+        if fmt == "base64":
+            got = np.stack([np.frombuffer(base64.b64decode(d.embedding), "<f4") for d in r.data])
+        else:
+            got = np.array([d.embedding for d in r.data], dtype=np.float32)
         assert [d.index for d in r.data] == list(range(len(sentences)))
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, atol=2e-4)
@@ -84,10 +90,10 @@ def test_stop_max_tokens_and_seed(client):
     assert "Paris" not in r.choices[0].message.content and r.choices[0].finish_reason == "stop"
     r = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=2, temperature=0)
     assert r.usage.completion_tokens == 2 and r.choices[0].finish_reason == "length"
-    kw = dict(model="smollm2", messages=QUESTION, max_tokens=3, temperature=1.0, top_p=0.9)
-    a = client.chat.completions.create(seed=7, **kw).choices[0].message.content
-    b = client.chat.completions.create(seed=7, **kw).choices[0].message.content
-    assert a == b  # sampling is seeded per request
+    kw = dict(model="smollm2", prompt="Once upon a time", max_tokens=4, temperature=1.0, top_p=0.9)
+    a = client.completions.create(seed=7, **kw).choices[0].text
+    b = client.completions.create(seed=7, **kw).choices[0].text
+    assert a == b and a  # sampling is seeded per request
 
 
 def test_completions_plain_and_streamed(client):
