@@ -1,8 +1,7 @@
 // The HTTP routes of `rlx serve`: OpenAI endpoints, /v1/models, /health, /metrics and the page.
-#include <httplib.h>
-
 #include <ctime>
 
+#include "serve/listener.h"
 #include "serve/openai.h"
 #include "serve/page.h"
 #include "serve/request_log.h"

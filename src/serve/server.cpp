@@ -1,6 +1,5 @@
 #include "serve/server.h"
 
-#include <httplib.h>
 #include <signal.h>
 
 #include <csignal>
@@ -11,6 +10,7 @@
 #include <fstream>
 
 #include "rlx/error.h"
+#include "serve/listener.h"
 #include "serve/openai.h"
 #include "serve/request_log.h"
 
@@ -119,7 +119,7 @@ void Server::log_request(const httplib::Request& req, const httplib::Response& r
 
 void Server::stop() {
   draining_ = true;
-  if (http_) http_->stop();
+  if (http_) http_->close_listener();
 }
 
 int Server::run() {
@@ -132,7 +132,7 @@ int Server::run() {
   sigaction(SIGINT, &sa, nullptr);
 
   load_models();
-  http_ = std::make_unique<httplib::Server>();
+  http_ = std::make_unique<Listener>();
   const int threads = o_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(o_.max_body);
@@ -171,7 +171,7 @@ int Server::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  bool ok = http_->listen_after_bind();  // returns once stopped and every worker has finished
+  bool ok = http_->listen_after_bind();  // returns once the listener is closed and every worker has finished
   done = true;
   signals.join();
   for (auto& [n, m] : models_) {

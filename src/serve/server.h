@@ -22,6 +22,8 @@ struct Response;
 
 namespace rlx::serve {
 
+class Listener;
+
 struct ServeOptions {
   std::vector<std::string> models;  // PATH or NAME=PATH each
   std::string device = "cpu", host = "127.0.0.1";
@@ -66,7 +68,7 @@ class Server {
   ServeOptions o_;
   Metrics metrics_;
   std::map<std::string, std::unique_ptr<ServedModel>> models_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Listener> http_;
   std::atomic<bool> draining_{false};
 };
 

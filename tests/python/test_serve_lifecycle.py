@@ -64,7 +64,7 @@ def test_concurrent_embeddings_are_batched(server):
 
 
 def test_short_generation_is_not_blocked_by_a_long_one(server):
-    c, r = open_stream(server, 64)
+    c, r = open_stream(server, 20)
     ev = events(r)
     next(ev)  # the long one is decoding
     t0 = time.time()
@@ -73,7 +73,7 @@ def test_short_generation_is_not_blocked_by_a_long_one(server):
     short_s = time.time() - t0
     assert st == 200 and body["usage"]["completion_tokens"] <= 2
     rest = list(ev)  # the long one still had tokens left when the short one finished
-    assert rest[-1] == "[DONE]" and len(rest) > 5, (short_s, len(rest))
+    assert rest[-1] == "[DONE]" and len(rest) > 3, (short_s, len(rest))
     c.close()
 
 
@@ -91,7 +91,7 @@ def test_client_disconnect_cancels(server):
 def test_sigterm_finishes_in_flight_then_exits_0():
     s = Server([f"smollm2={smollm2_gguf()}"])
     try:
-        c, r = open_stream(s, 24)
+        c, r = open_stream(s, 10)
         ev = events(r)
         first = json.loads(next(ev))
         pieces = [first["choices"][0]["delta"].get("content", "")]
