@@ -120,7 +120,7 @@ def main():
     ap.add_argument("--rlx", default=os.path.join(ROOT, "build", "bin", "rlx"))
     ap.add_argument("--requests", type=int, default=96, help="embedding requests per cell (at most)")
     ap.add_argument("--seconds", type=float, default=20, help="time limit per cell")
-    ap.add_argument("--chat-tokens", type=int, default=24)
+    ap.add_argument("--chat-tokens", type=int, default=16)
     ap.add_argument("--machine", default=f"{platform.processor() or platform.machine()}, {os.cpu_count()} vCPU")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "serve_cpu.json"))
     a = ap.parse_args()
@@ -152,7 +152,7 @@ def main():
     # Generation: concurrent chats, each its own sequence; decode steps interleave.
     for clients in (1, 4, 8):
         bodies = [{"model": "smollm2", "messages": [{"role": "user", "content": f"Tell me fact number {i} about Paris."}],
-                   "max_tokens": a.chat_tokens, "temperature": 0} for i in range(clients * 2)]
+                   "max_tokens": a.chat_tokens, "temperature": 0} for i in range(clients)]
         asyncio.run(load(s.url, bodies[:1], "/v1/chat/completions", 1, 60))  # warm-up
         lat, fail, done, wall, res = asyncio.run(load(s.url, bodies, "/v1/chat/completions", clients, a.seconds * 3))
         failed += len(fail)

@@ -136,9 +136,11 @@ int Server::run() {
   const int threads = o_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(o_.max_body);
-  http_->set_keep_alive_timeout(2);
+  http_->set_keep_alive_timeout(5);
+  http_->set_keep_alive_max_count(1000);
   http_->set_read_timeout(30);
-  http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  http_->set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (draining_) res.set_header("Connection", "close");  // keep-alive clients move on while we drain
     RequestLog& lg = request_log();
     lg = RequestLog{};
     lg.start = std::chrono::steady_clock::now();
@@ -156,6 +158,7 @@ int Server::run() {
     RLX_CHECK(http_->bind_to_port(o_.host, port), "[serve] cannot bind ", o_.host, ":", port,
               " (in use, or not an address of this machine)");
   }
+  http_->raise_backlog(1024);
   std::fprintf(stderr, "rlx serve: listening on http://%s:%d\n", o_.host.c_str(), port);
   std::fflush(stderr);
 
