@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import datetime
 import importlib.util
 import json
@@ -55,6 +56,11 @@ class Server:
         if not ready.wait(120) or not self.url:
             self.proc.kill()
             sys.exit("serve_load: rlx serve did not start")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self):
         self.proc.terminate()
@@ -148,6 +154,7 @@ def main():
         return out
 
     s = Server(a.rlx, [f"minilm={minilm}", f"smollm2={smol}"])
+    atexit.register(s.kill)  # a failed run leaves no server behind
     batched = embed_cells(s, "dynamic batching", (1, 8, 32))
     # Generation: concurrent chats, each its own sequence; decode steps interleave.
     for clients in (1, 4, 8):
@@ -164,6 +171,7 @@ def main():
     s.stop()
 
     s = Server(a.rlx, [f"minilm={minilm}"], "--batch-tokens", "1")
+    atexit.register(s.kill)
     single = embed_cells(s, "one request per forward pass", (32,))
     s.stop()
     ratios = {k: round(batched[(k, 32)] / single[(k, 32)], 2) for k in ("short", "128-token")}

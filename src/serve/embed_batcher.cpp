@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "rlx/error.h"
+
 namespace rlx::serve {
 
 EmbedBatcher::EmbedBatcher(std::string name, models::SentenceEmbedder& emb, BatchLimits lim, Metrics& m)
@@ -74,21 +76,37 @@ void EmbedBatcher::loop() {
         continue;
       }
       metrics_.observe("rlx_embed_batch_size", lbl, static_cast<double>(rows));
-      metrics_.observe("rlx_embed_batch_tokens", lbl, static_cast<double>(rows * longest));
+      metrics_.observe("rlx_embed_batch_tokens", lbl, static_cast<double>(rows * longest));  // before bucketing
     }
     std::vector<std::string> all;
-    for (auto& j : batch) all.insert(all.end(), j->texts.begin(), j->texts.end());
+    int64_t longest = 0;
+    for (auto& j : batch) {
+      all.insert(all.end(), j->texts.begin(), j->texts.end());
+      longest = std::max(longest, j->longest);
+    }
     std::vector<EmbedResult> out(batch.size());
     try {
-      Tensor e = emb_.embed(all, static_cast<int64_t>(all.size()));
-      const int64_t H = e.shape()[1];
-      const float* p = e.data<float>();
+      // The compiled graph is specialized per (rows, length): round both up to a few buckets
+      // (rows to a power of two with empty filler sentences, length to a multiple of 16 with
+      // padding the attention mask hides) so a stream of batches reuses a handful of programs.
+      const int64_t n = static_cast<int64_t>(all.size());
+      int64_t rows = 1;
+      while (rows < n) rows *= 2;
+      const int64_t pad = std::min(emb_.max_seq_length(), (longest + 15) / 16 * 16);
+      std::vector<std::string> padded = all;
+      padded.resize(static_cast<size_t>(rows));
+      models::BatchEncoding enc = emb_.tokenizer().encode_batch(padded, emb_.max_seq_length(), pad);
+      std::vector<Tensor> r = emb_.model().run({enc.input_ids, enc.attention_mask, enc.token_type_ids});
+      RLX_CHECK(r.size() == 1 && r[0].dtype() == DType::f32 && r[0].rank() == 2 && r[0].shape()[0] == rows,
+                "[serve] unexpected embedding output");
+      const int64_t H = r[0].shape()[1];
+      const float* p = r[0].data<float>();
       int64_t row = 0;
       for (size_t k = 0; k < batch.size(); ++k) {
-        int64_t n = static_cast<int64_t>(batch[k]->texts.size());
+        int64_t m = static_cast<int64_t>(batch[k]->texts.size());
         out[k].dim = H;
-        out[k].data.assign(p + row * H, p + (row + n) * H);
-        row += n;
+        out[k].data.assign(p + row * H, p + (row + m) * H);
+        row += m;
       }
     } catch (const std::exception& ex) {
       for (auto& r : out) r = {500, std::string("[serve] embedding failed: ") + ex.what(), {}, 0};
