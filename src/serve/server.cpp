@@ -136,6 +136,7 @@ int Server::run() {
   const int threads = o_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(o_.max_body);
+  http_->set_tcp_nodelay(true);  // small responses go out at once, not after a delayed ACK
   http_->set_keep_alive_timeout(5);
   http_->set_keep_alive_max_count(1000);
   http_->set_read_timeout(30);
