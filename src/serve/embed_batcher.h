@@ -1,6 +1,7 @@
 // Dynamic batching of embedding requests: request threads enqueue their sentences; one batching
 // thread per model takes every queued request that fits a token budget, runs them as one forward
-// pass (SentenceEmbedder::embed) and hands each request its rows.
+// pass of the SentenceEmbedder's tokenizer and compiled graph (rows and length rounded up to
+// buckets, so few shapes are compiled) and hands each request its rows.
 #pragma once
 #include <atomic>
 #include <chrono>
