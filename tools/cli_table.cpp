@@ -134,6 +134,32 @@ std::vector<Command> make_table() {
        "docs/models.md",
        cmd_embed});
   t.push_back(
+      {"serve",
+       "an OpenAI-compatible HTTP server: /v1/embeddings (BERT sentence models), /v1/completions and "
+       "/v1/chat/completions (llama-family LLMs, streamed as server-sent events), /v1/models, /health, "
+       "/metrics; dynamic batching; a web page at /",
+       "rlx serve --model M [--model M2 ...] [--device D] [--host 127.0.0.1] [--port 8080]",
+       {},
+       {text("model", "[NAME=]PATH",
+             "a model to serve: an embedding directory (BERT config.json) or an LLM (.gguf / HF directory); "
+             "NAME (default: the file or folder name) is the `model` clients ask for")
+            .rep()
+            .req(),
+        device_flag("the device every model runs on"),
+        text("host", "ADDR", "the address to listen on", "127.0.0.1"),
+        integer("port", "N", "the TCP port; 0: any free one (printed)", "8080", {0, 65535}),
+        integer("threads", "N", "HTTP worker threads (each serves one connection at a time)", "64", at_least(2)),
+        integer("max-body", "BYTES", "larger request bodies are refused with 413", "1048576", at_least(1024)),
+        integer("batch-tokens", "N", "embedding: padded tokens per batched forward pass", "8192", at_least(1)),
+        integer("max-queue", "N", "requests waiting per model; more get 429", "256", at_least(1)),
+        integer("max-active", "N", "generation: sequences whose decode steps interleave", "16", at_least(1)),
+        real("timeout", "SEC", "per request: queued longer is 503, generating longer ends with finish_reason length",
+             "120", at_least(0.001)),
+        flag("quiet", "no JSON log line per request on stderr")},
+       "SIGTERM/SIGINT: stop accepting connections, finish the requests in flight, exit 0.",
+       "docs/serve.md",
+       cmd_serve});
+  t.push_back(
       {"onnx-suite",
        "run the ONNX backend node tests under NODE_DIR against an expected-failure list (each case in a "
        "child process with a timeout)",

@@ -19,6 +19,7 @@ int cmd_help(const Args& a);
 int cmd_ops(const Args& a);          // tools/ops.cpp
 int cmd_generate(const Args& a);     // tools/generate.cpp
 int cmd_embed(const Args& a);        // tools/embed.cpp
+int cmd_serve(const Args& a);        // tools/serve.cpp
 int cmd_onnx_suite(const Args& a);   // tools/onnx_cmds.cpp
 int cmd_train_mnist(const Args& a);  // tools/train_mnist.cpp
 int cmd_bench(const Args& a);        // tools/bench.cpp

@@ -108,8 +108,8 @@ TEST(Cli, RunWritesNpz) {
 
 namespace {
 
-const std::vector<std::string> kCommands = {"devices", "compile", "run",         "inspect", "generate",
-                                            "embed",   "onnx-suite", "train-mnist", "bench", "splat", "ops", "help"};
+const std::vector<std::string> kCommands = {"devices", "compile",    "run",         "inspect", "generate", "embed",
+                                            "serve",   "onnx-suite", "train-mnist", "bench",   "splat",    "ops", "help"};
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -217,6 +217,7 @@ TEST(Cli, UnknownFlagsAreUsageErrors) {
   expect_usage_error("run " + ex("mlp.rlx") + " --bind batch=2", {"unknown flag '--bind'"});  // run binds from inputs
   expect_usage_error("ops --device cpu --frob=1", {"unknown flag '--frob'"});
   expect_usage_error("embed --model /tmp --frob x", {"unknown flag '--frob'"});
+  expect_usage_error("serve --model /tmp --frob x", {"unknown flag '--frob'"});
   expect_usage_error("compile " + ex("mlp.rlx") + " --report=1", {"--report takes no value"});
   expect_usage_error("compile " + ex("mlp.rlx") + " --device", {"--device needs a value"});
   expect_usage_error("compile " + ex("mlp.rlx") + " " + ex("mlp.rlx"), {"takes one argument (MODEL)"});

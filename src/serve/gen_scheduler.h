@@ -1,0 +1,74 @@
+// Concurrent text generations on one LLM. DecoderModel::step takes one position for the whole
+// batch, so sequences at different positions cannot share a forward pass; instead one worker
+// thread per model holds every active sequence (each a TextSession with its own KV cache) and
+// advances them round-robin, one text piece each per round, so a long generation does not hold up
+// a short one. Request threads read pieces from their job as they appear.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "models/llm/llm.h"
+#include "serve/metrics.h"
+
+namespace rlx::serve {
+
+struct GenJob {
+  std::vector<int64_t> prompt;
+  models::TextOptions opts;
+  std::chrono::steady_clock::time_point start, deadline;
+  std::atomic<bool> cancelled{false};  // set by the request thread (client gone); the worker drops it
+  // Filled by the worker under mu:
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> pieces;
+  bool finished = false;
+  int status = 200;           // != 200: refused or failed before any text (error holds why)
+  std::string error;
+  std::string finish_reason;  // "stop" | "length"
+  int64_t completion_tokens = 0;
+  // Blocks until a piece is ready (true) or the generation has ended with nothing left (false).
+  bool next(std::string& piece);
+};
+
+struct GenLimits {
+  int64_t max_active = 16;   // sequences decoded at once; later ones wait in the queue
+  int64_t max_queue = 256;   // waiting generations; more are refused with 429
+  double timeout_s = 60;     // a generation is ended (finish_reason "length") after this
+};
+
+class GenScheduler {
+ public:
+  GenScheduler(std::string name, models::Llm& llm, GenLimits lim, Metrics& m);
+  ~GenScheduler();
+  // Queues the job; on refusal sets job->status/error and finished.
+  void submit(const std::shared_ptr<GenJob>& job);
+  void stop();  // finishes every queued and active generation, then joins
+
+ private:
+  struct Active {
+    std::shared_ptr<GenJob> job;
+    std::unique_ptr<models::TextSession> session;
+    bool first = true;
+  };
+  void loop();
+  bool advance(Active& a);  // one piece; false when the sequence is done
+  void finish(GenJob& j, const std::string& reason, int64_t tokens);
+  std::string name_;
+  models::Llm& llm_;
+  GenLimits lim_;
+  Metrics& metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<GenJob>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace rlx::serve
