@@ -179,7 +179,8 @@ class Translator {
       if (t_[i].kind != Tok::Punct) continue;
       for (const char* a : kAssign) {
         if (t_[i].s != a) continue;
-        if (i > 0 && t_[i - 1].kind == Tok::Id) assigned_.insert(t_[i - 1].s);
+        const bool declared = t_[i].s == "=" && i > 1 && t_[i - 2].kind == Tok::Id && is_ctype(t_[i - 2].s);  // `T x = e`
+        if (i > 0 && t_[i - 1].kind == Tok::Id && !declared) assigned_.insert(t_[i - 1].s);
         if ((t_[i].s == "++" || t_[i].s == "--") && i + 1 < t_.size() && t_[i + 1].kind == Tok::Id) assigned_.insert(t_[i + 1].s);
       }
     }

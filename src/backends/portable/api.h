@@ -72,6 +72,7 @@ std::unique_ptr<Api> make_webgpu_api(std::string* why);   // WGSL through wgpu-n
 // metal without an Apple GPU: the MSL kernels compiled as C++ against a Metal shim and run on the
 // host CPU (src/backends/metal/msl_shim_api.cpp); api_for("metal") uses it when RLX_METAL_SHIM=1.
 std::unique_ptr<Api> make_metal_shim_api(std::string* why);
+std::unique_ptr<Api> make_metal_api(std::string* why);  // Apple only (metal_api.mm, RLX_HAVE_METAL)
 std::unique_ptr<Api> make_opengl_api(std::string* why);
 std::unique_ptr<Api> make_opencl_api(std::string* why);
 

@@ -124,8 +124,12 @@ Api* api_for(const std::string& device, std::string* why) {
       else if (device == "metal") {
         const char* e = std::getenv("RLX_METAL_SHIM");
         if (e && std::string(e) == "1") a = make_metal_shim_api(&w);
+#if RLX_HAVE_METAL
+        else a = make_metal_api(&w);
+#else
         else w = "no hardware: needs an Apple GPU (the Metal host executor is built on Apple platforms only); "
                  "RLX_METAL_SHIM=1 runs the MSL kernels as C++ on the host CPU against a Metal shim";
+#endif
       }
       else w = "not a portable GPU device";
     } catch (const std::exception& e) {
