@@ -188,7 +188,7 @@ class WebGpuApi : public Api {
     WGPUComputePipelineDescriptor cd = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
     cd.layout = layout;
     cd.compute.module = mod;
-    cd.compute.entryPoint = sv("main");
+    cd.compute.entryPoint = WGPUStringView{"main", 4};
     p.pipe = f.wgpuDeviceCreateComputePipeline(dev, &cd);
     f.wgpuShaderModuleRelease(mod);
     if (!error.empty()) {
