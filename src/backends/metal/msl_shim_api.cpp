@@ -250,6 +250,9 @@ std::unique_ptr<Api> make_metal_shim_api(std::string* why) {
   }
   auto a = std::make_unique<MslShimApi>();
   a->cxx = cxx;
+  // what the Metal language offers (half, long, char; SIMD-groups, unused by these kernels); no double
+  a->features.fp16 = a->features.int64 = a->features.int8 = true;
+  a->features.subgroup_size = -1;
   return a;
 }
 
