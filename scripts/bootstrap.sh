@@ -20,6 +20,8 @@ APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev 
 
 # directx: the Direct3D 12 API headers (winadapter.h on Linux) the D3D12 executor compiles against
 APT_PKGS+=(directx-headers-dev)
+# webgpu in a browser: headless Chromium (WebGPU on its SwiftShader adapter) runs the page RLX writes
+APT_PKGS+=(chromium)
 
 # rten reader (flatc + headers), Debian's ONNX node tests, clang + libFuzzer for `make fuzz-smoke`
 APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libclang-rt-dev)
