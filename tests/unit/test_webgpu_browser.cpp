@@ -36,7 +36,7 @@ std::string unbase64(const std::string& s) {
   return out;
 }
 
-// Runs Chromium on `url` until the page prints RLX_DONE or RLX_ERROR (or 90 s pass); returns stderr.
+// Runs Chromium on `url` until the page prints rlx-done or rlx-error (or 90 s pass); returns stderr.
 std::string run_browser(const std::string& url) {
   int fd[2];
   if (pipe(fd) != 0) return "";
@@ -57,7 +57,7 @@ std::string run_browser(const std::string& url) {
   std::string out;
   char buf[4096];
   auto t0 = std::chrono::steady_clock::now();
-  while (out.find("RLX_DONE") == std::string::npos && out.find("RLX_ERROR") == std::string::npos &&
+  while (out.find("rlx-done") == std::string::npos && out.find("rlx-error") == std::string::npos &&
          std::chrono::steady_clock::now() - t0 < std::chrono::seconds(90)) {
     ssize_t n = read(fd[0], buf, sizeof buf);
     if (n <= 0) break;
@@ -96,8 +96,8 @@ TEST(WebGpuBrowser, GeneratedPageMatchesCpuInChromium) {
   ASSERT_TRUE(ran);
   std::string log = run_browser("file://" + page);
   std::remove(page.c_str());
-  ASSERT_EQ(log.find("RLX_ERROR"), std::string::npos) << log.substr(0, 4000);
-  size_t at = log.find("RLX_OUTPUT 0 ");
+  ASSERT_EQ(log.find("rlx-error"), std::string::npos) << log.substr(0, 4000);
+  size_t at = log.find("rlx-output 0 ");
   ASSERT_NE(at, std::string::npos) << log.substr(0, 4000);
   std::string b64 = log.substr(at + 13, log.find('"', at) - at - 13);
   std::string bytes = unbase64(b64);

@@ -86,16 +86,16 @@ async function run() {
   for (let i = 0; i < staging.length; ++i) {
     await staging[i].mapAsync(GPUMapMode.READ);
     const u8 = new Uint8Array(staging[i].getMappedRange().slice(0, M.outputs[i].bytes));
-    console.log('RLX_OUTPUT ' + i + ' ' + toB64(u8));
+    console.log('rlx-output ' + i + ' ' + toB64(u8));
     const o = M.outputs[i];
     const v = o.what.startsWith('f32') ? Array.from(new Float32Array(u8.buffer).slice(0, 16)).map(x => x.toPrecision(6))
                                        : Array.from(u8.slice(0, 16));
     show('output ' + i + ' ' + o.what + ': ' + v.join(', ') + (u8.length > 64 ? ', ...' : ''));
   }
   show('ran in ' + (performance.now() - t0).toFixed(1) + ' ms on ' + JSON.stringify(adapter.info || {}));
-  console.log('RLX_DONE');
+  console.log('rlx-done');
 }
-run().catch(e => { console.log('RLX_ERROR ' + e.message); show('error: ' + e.message); });
+run().catch(e => { console.log('rlx-error ' + e.message); show('error: ' + e.message); });
 )JS";
 
 }  // namespace

@@ -1,8 +1,8 @@
 // A self-contained HTML page that runs one compiled program with the browser's WebGPU: the WGSL
 // kernels, the launch schedule, the constants (weights) and the inputs of one run, embedded as
 // JSON/base64. Opening it runs the program and prints every output (to the page and, one line
-// per output, as `RLX_OUTPUT <i> <base64 of the raw bytes>` on the console, then `RLX_DONE`, or
-// `RLX_ERROR <message>`). Written by the portable executor when RLX_WEBGPU_PAGE names a file.
+// per output, as `rlx-output <i> <base64 of the raw bytes>` on the console, then `rlx-done`, or
+// `rlx-error <message>`). Written by the portable executor when RLX_WEBGPU_PAGE names a file.
 #pragma once
 #include <string>
 #include <vector>
