@@ -258,8 +258,9 @@ std::string find_library() {
 #ifdef RLX_WGPU_DEFAULT_LIB
   if (stat(RLX_WGPU_DEFAULT_LIB, &st) == 0) return RLX_WGPU_DEFAULT_LIB;
 #endif
-  FILE* p = popen("python3 -c \"import os,wgpu;print(os.path.join(os.path.dirname(wgpu.__file__),'resources',"
-                  "'libwgpu_native-release.so'))\" 2>/dev/null", "r");
+  // find_spec locates the package without importing it (its own dependencies may be absent)
+  FILE* p = popen("python3 -c \"import importlib.util as u,os;s=u.find_spec('wgpu');print(os.path.join("
+                  "s.submodule_search_locations[0],'resources','libwgpu_native-release.so'))\" 2>/dev/null", "r");
   std::string out;
   if (p) {
     char buf[512];
