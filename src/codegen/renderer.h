@@ -1,8 +1,9 @@
 // Kernel renderers for the C-like GPU languages. One base (CLikeRenderer) writes every kernel —
 // fused elementwise bodies and the library-kernel equivalents (tiled GEMM, workgroup-tree
 // reductions, softmax, layernorm, attention, data movement) — against a handful of language hooks;
-// GLSL (vulkan, opengl) and OpenCL C (gpu) override only what differs. CUDA/HIP/WGSL/MSL/HLSL slot
-// in as further subclasses. Shapes are static, so every index is baked into the source.
+// GLSL (vulkan, opengl), OpenCL C (gpu), HLSL (directx) and MSL (metal) override only what differs;
+// WGSL (webgpu) translates the C-like text in finish(). CUDA C is a further subclass. Shapes are
+// static, so every index is baked into the source.
 #pragma once
 #include <memory>
 #include <string>
@@ -51,6 +52,9 @@ class CLikeRenderer {
   virtual bool shared_in_body() const = 0;  // OpenCL __local lives inside the kernel, GLSL shared outside
   virtual std::string cast(const std::string& type, const std::string& e) const = 0;
   virtual std::string flit(double v) const;  // float literal in the compute type of f32
+  // Last step of render(): a language whose syntax is not C-like (WGSL) rewrites the assembled
+  // source here; the others keep it as it is.
+  virtual void finish(RenderedKernel&) const {}
 
   // ---- kernel bodies (language neutral; use LDi(i)/STi(i,v), GID, LID, GRP, BARRIER, NAN_F) ----
   std::string lit(DType t, double v) const;
@@ -74,6 +78,9 @@ class CLikeRenderer {
 
 std::unique_ptr<CLikeRenderer> make_glsl_renderer();    // GLSL 4.50 compute (vulkan + opengl)
 std::unique_ptr<CLikeRenderer> make_opencl_renderer();  // OpenCL C 1.2
+std::unique_ptr<CLikeRenderer> make_wgsl_renderer();    // WGSL compute (webgpu)
+std::unique_ptr<CLikeRenderer> make_hlsl_renderer();    // HLSL compute, SM 5.1 (directx)
+std::unique_ptr<CLikeRenderer> make_msl_renderer();     // Metal Shading Language 2.x (metal)
 
 // C++ for the cpu JIT (cpp.cpp): a fused elementwise kernel as
 //   extern "C" void NAME(void* const* bufs, const int64_t* dims, int64_t begin, int64_t end)

@@ -116,8 +116,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   auto lib = [&](const char* l) { return probing ? probe(l) : std::string(); };
   using D = DType;
   const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16}),
-                 gpu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean}),
-                 web_types = DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean});
+                 gpu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
   const auto nn_ops = {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
                        OpKind::Attention, OpKind::Gelu};
   std::vector<DeviceInfo> v;
@@ -148,8 +147,7 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     return d;
   };
   const char* not_built = "no executor in this build yet";
-  if (want("metal")) v.push_back(gpu_like("metal", "MSL rendered kernels", DeviceStatus::NoHardware,
-                       "needs an Apple GPU; none on Linux", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean})));
+  if (want("metal")) v.push_back(portable_gpu_device_info("metal", probing));  // MSL: src/backends/portable/device_info.cpp
   // ---- mlx (src/backends/mlx): linked when CMake found MLX; status from running one op.
   if (want("mlx")) {
     std::string why;
@@ -216,12 +214,10 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   }
   // gpu/vulkan/opengl: status probed at run time (loader + device), capabilities = what the
   // GLSL / OpenCL C renderers have kernels for. See src/backends/portable/device_info.cpp.
-  for (const char* pg : {"gpu", "vulkan", "opengl"})
+  // webgpu (WGSL through wgpu-native) and directx (HLSL, run as SPIR-V on Vulkan) share that
+  // executor and derive their sets from their renderers the same way.
+  for (const char* pg : {"gpu", "vulkan", "opengl", "webgpu", "directx"})
     if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));
-  if (want("directx")) v.push_back(gpu_like("directx", "HLSL rendered kernels", DeviceStatus::NoHardware,
-                       "needs Direct3D 12 (Windows); HLSL is checked through SPIR-V", DTypeSet::of({D::f32, D::f16, D::i32, D::u8, D::boolean, D::f64, D::i64})));
-  if (want("webgpu")) v.push_back(gpu_like("webgpu", "WGSL kernels via webgpu.h (wgpu-native)", DeviceStatus::CompiledOut,
-                       std::string(not_built) + lib("libwgpu_native.so"), web_types));
   if (want("cortexm")) {
     DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};
@@ -296,7 +292,10 @@ const CapabilitySet& device_caps(const std::string& name, DTypeSet* driver_decid
   static std::map<std::string, std::unique_ptr<const CapabilitySet>> built;
   std::lock_guard<std::mutex> g(mu);
   if (driver_decides)
-    *driver_decides = name == "gpu" || name == "vulkan" || name == "opengl" ? portable_gpu_driver_dtypes(name) : DTypeSet{};
+    *driver_decides = name == "gpu" || name == "vulkan" || name == "opengl" || name == "webgpu" || name == "directx" ||
+                                  name == "metal"
+                          ? portable_gpu_driver_dtypes(name)
+                          : DTypeSet{};
   if (auto it = built.find(name); it != built.end()) return *it->second;
   return *(built[name] = std::make_unique<const CapabilitySet>(build_one(name, false).caps));
 }

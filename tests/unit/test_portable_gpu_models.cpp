@@ -1,4 +1,4 @@
-// Whole models on the portable GPU devices (vulkan, opengl, gpu) against cpu: MiniLM embeddings
+// Whole models on the portable GPU devices (vulkan, opengl, gpu, webgpu, directx) against cpu: MiniLM embeddings
 // (BERT's i64 ids/positions run narrowed to i32 on the GLSL devices) and MNIST MLP training steps.
 // `make test` runs a 1-layer MiniLM on a short batch and 12 MLP steps on vulkan and opengl; the
 // full 6-layer model on the golden sentences, and both on gpu (OpenCL: PoCL's first JIT of a
@@ -36,6 +36,7 @@ std::vector<std::string> runnable_gpus(std::vector<std::string> want = {"vulkan"
   return r;
 }
 const std::vector<std::string> kGlsl = {"vulkan", "opengl"};
+const std::vector<std::string> kShaders = {"webgpu", "directx"};  // WGSL (wgpu-native), HLSL (as SPIR-V on Vulkan)
 
 double secs_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -129,6 +130,9 @@ void expect_minilm_matches_cpu(int64_t layers, const std::vector<std::string>& s
 TEST(PortableGpuModels, MiniLMOneLayerMatchesCpu) {
   expect_minilm_matches_cpu(1, {"A man is eating food.", "The sky is blue today, isn't it?"}, kGlsl);
 }
+TEST(PortableGpuModels, MiniLMOneLayerMatchesCpuOnWebGpuAndDirectX) {
+  expect_minilm_matches_cpu(1, {"A man is eating food.", "The sky is blue today, isn't it?"}, kShaders);
+}
 
 // Full 6-layer model on the golden sentences (minutes on software drivers): make test-portable-gpu-models.
 TEST(PortableGpuModels, DISABLED_MiniLMFullMatchesCpu) {
@@ -192,4 +196,5 @@ void expect_mlp_training_matches_cpu(const std::vector<std::string>& devices) {
 }  // namespace
 
 TEST(PortableGpuModels, MnistMlpTrainingMatchesCpu) { expect_mlp_training_matches_cpu(kGlsl); }
+TEST(PortableGpuModels, MnistMlpTrainingMatchesCpuOnWebGpuAndDirectX) { expect_mlp_training_matches_cpu(kShaders); }
 TEST(PortableGpuModels, DISABLED_MnistMlpTrainingMatchesCpuOnOpenCl) { expect_mlp_training_matches_cpu({"gpu"}); }

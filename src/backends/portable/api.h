@@ -3,6 +3,7 @@
 // written once against this; each API file is only the API plumbing, with its loader dlopen'ed.
 #pragma once
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,21 @@ class Api {
 Api* api_for(const std::string& device, std::string* why);
 
 std::unique_ptr<Api> make_vulkan_api(std::string* why);
+// The Vulkan executor with another kernel language compiled to SPIR-V: `directx` runs its HLSL
+// through glslang's HLSL front end on the same Vulkan device (src/backends/directx).
+struct VulkanFlavor {
+  std::string device;                                            // the name the API reports
+  std::function<std::unique_ptr<codegen::CLikeRenderer>()> renderer;
+  std::string compiler_env, compiler, flags, ext;                // "RLX_GLSLC", "glslc", its flags, source suffix
+  std::string note;                                              // put before the device description
+};
+std::unique_ptr<Api> make_vulkan_api_with(const VulkanFlavor& flavor, std::string* why);
+std::unique_ptr<Api> make_directx_api(std::string* why);  // HLSL -> SPIR-V -> Vulkan
+std::unique_ptr<Api> make_webgpu_api(std::string* why);   // WGSL through wgpu-native (webgpu.h)
+// metal without an Apple GPU: the MSL kernels compiled as C++ against a Metal shim and run on the
+// host CPU (src/backends/metal/msl_shim_api.cpp); api_for("metal") uses it when RLX_METAL_SHIM=1.
+std::unique_ptr<Api> make_metal_shim_api(std::string* why);
+std::unique_ptr<Api> make_metal_api(std::string* why);  // Apple only (metal_api.mm, RLX_HAVE_METAL)
 std::unique_ptr<Api> make_opengl_api(std::string* why);
 std::unique_ptr<Api> make_opencl_api(std::string* why);
 

@@ -18,10 +18,14 @@ DTypeSet portable_gpu_driver_dtypes(const std::string& name) {
 
 DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
   using D = DType;
-  const bool glsl = name != "gpu";
-  auto r = glsl ? codegen::make_glsl_renderer() : codegen::make_opencl_renderer();
-  // GLSL stores i64 (64-bit words, 32-bit compute: only convert is claimed, dispatch narrows the
-  // rest to i32); OpenCL has 64-bit integers and cl_khr_fp64.
+  auto r = name == "gpu"       ? codegen::make_opencl_renderer()
+           : name == "webgpu"  ? codegen::make_wgsl_renderer()
+           : name == "directx" ? codegen::make_hlsl_renderer()
+           : name == "metal"   ? codegen::make_msl_renderer()
+                               : codegen::make_glsl_renderer();
+  // GLSL, WGSL and HLSL store i64 as word pairs with 32-bit compute (only convert is claimed,
+  // dispatch narrows the rest to i32) and halves packed in words (computed in f32: WGSL's f16
+  // arithmetic extension is not needed); OpenCL has 64-bit integers and cl_khr_fp64.
   DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean, D::i64});
   std::string why;
   gpu::Api* api = probing ? gpu::api_for(name, &why) : nullptr;  // probing=false: load nothing
@@ -48,9 +52,12 @@ DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
     }
     if (!s.empty()) caps.add(k, s);
   }
-  const char* what = name == "vulkan" ? "GLSL compute -> SPIR-V (glslc) -> Vulkan"
-                     : name == "opengl" ? "GLSL 4.50 compute through EGL (surfaceless)"
-                                        : "OpenCL C 1.2 rendered kernels";
+  const char* what = name == "vulkan"    ? "GLSL compute -> SPIR-V (glslc) -> Vulkan"
+                     : name == "opengl"  ? "GLSL 4.50 compute through EGL (surfaceless)"
+                     : name == "webgpu"  ? "WGSL compute through webgpu.h (wgpu-native)"
+                     : name == "directx" ? "HLSL compute (Direct3D 12; checked as SPIR-V on Vulkan)"
+                     : name == "metal"   ? "MSL compute kernels (Metal; checked as C++ against a Metal shim)"
+                                         : "OpenCL C 1.2 rendered kernels";
   DeviceStatus st = DeviceStatus::Available;
   if (api) {
     why = api->device() + " (" + api->features.str() + ")";

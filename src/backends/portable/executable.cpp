@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "backends/portable/api.h"
+#include "backends/webgpu/page.h"
+#include "runtime/disk_cache.h"  // write_file_atomic
 #include "runtime/backend.h"
 
 namespace rlx::gpu {
@@ -24,6 +26,7 @@ class GpuExecutable : public Executable {
   GpuExecutable(Api& api, const LirProgram& p) : api_(api), p_(p) {
     auto t0 = std::chrono::steady_clock::now();
     const auto& r = api_.renderer();
+    page_ = !page_path_.empty() && api_.name() == "webgpu";
     dev_.assign(p_.buffers.size(), -1);
     for (size_t b = 0; b < p_.buffers.size(); ++b) {
       const LirBuffer& lb = p_.buffers[b];
@@ -51,6 +54,7 @@ class GpuExecutable : public Executable {
       if (std::getenv("RLX_DUMP_KERNELS")) std::fprintf(stderr, "// %s: %s\n%s\n", api_.name().c_str(), k.label().c_str(), rk.source.c_str());
       launches.push_back({api_.program(rk), rk.groups, rk.local, bufs});
       labels_.push_back(k.label());
+      if (page_) page_kernel(rk, launches.back());
     }
     rec_ = api_.record(launches);
     compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -69,6 +73,7 @@ class GpuExecutable : public Executable {
                 "] input ", i, " ('", lb.name, "') must be ", dtype_name(lb.type.dtype), shape_str(lb.type.shape));
       if (inputs[i].nbytes()) api_.upload(dev_[p_.inputs[i]], inputs[i].raw(), inputs[i].nbytes());
     }
+    if (page_) write_page(inputs);
     api_.submit(rec_);
     for (size_t i = 0; guard_ && i < owned_bytes_.size(); ++i) {
       std::vector<unsigned char> g(owned_bytes_[i] + kGuard);
@@ -94,6 +99,57 @@ class GpuExecutable : public Executable {
   }
 
  private:
+  // RLX_WEBGPU_PAGE=FILE (webgpu): the first run also writes a browser page of the program
+  // (backends/webgpu/page.h): its WGSL kernels, schedule, constants and that run's inputs.
+  std::string page_path_ = [] { const char* e = std::getenv("RLX_WEBGPU_PAGE"); return e ? std::string(e) : ""; }();
+  bool page_ = false;
+  std::map<int, int> page_buf_, page_prog_;
+  std::vector<PageKernel> page_kernels_;
+  std::vector<PageLaunch> page_launches_;
+  int page_index(int handle) {
+    auto it = page_buf_.find(handle);
+    if (it != page_buf_.end()) return it->second;
+    int n = static_cast<int>(page_buf_.size());
+    page_buf_[handle] = n;
+    return n;
+  }
+  void page_kernel(const codegen::RenderedKernel& rk, const Api::Launch& l) {
+    auto it = page_prog_.find(l.prog);
+    if (it == page_prog_.end()) {
+      PageKernel pk{rk.source, {}};
+      for (auto& a : rk.args) pk.written.push_back(a.written);
+      page_kernels_.push_back(pk);
+      it = page_prog_.emplace(l.prog, static_cast<int>(page_kernels_.size() - 1)).first;
+    }
+    PageLaunch pl{it->second, l.groups, {}};
+    for (int b : l.bufs) pl.bufs.push_back(page_index(b));
+    page_launches_.push_back(pl);
+  }
+  void write_page(const std::vector<Tensor>& inputs) {
+    page_ = false;  // once
+    std::vector<PageBuffer> bufs(page_buf_.size());
+    for (size_t b = 0; b < p_.buffers.size(); ++b) {
+      const LirBuffer& lb = p_.buffers[b];
+      auto it = page_buf_.find(dev_[b]);
+      if (lb.kind == BufferKind::View || it == page_buf_.end()) continue;
+      bufs[static_cast<size_t>(it->second)].bytes = padded(lb.bytes());
+      if (lb.kind == BufferKind::Const && lb.value.nbytes())
+        bufs[static_cast<size_t>(it->second)].init.assign(static_cast<const char*>(lb.value.raw()), lb.value.nbytes());
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (auto it = page_buf_.find(dev_[p_.inputs[i]]); it != page_buf_.end() && inputs[i].nbytes())
+        bufs[static_cast<size_t>(it->second)].init.assign(static_cast<const char*>(inputs[i].raw()), inputs[i].nbytes());
+    std::vector<PageOutput> outs;
+    for (int b : p_.outputs) {
+      const LirBuffer& lb = p_.buffers[b];
+      int idx = page_index(dev_[b]);
+      if (static_cast<size_t>(idx) >= bufs.size()) bufs.resize(static_cast<size_t>(idx) + 1), bufs.back().bytes = padded(lb.bytes());
+      outs.push_back({idx, static_cast<size_t>(lb.bytes()), std::string(dtype_name(lb.type.dtype)) + shape_str(lb.type.shape)});
+    }
+    RLX_CHECK(write_file_atomic(page_path_, webgpu_page("program with " + std::to_string(page_launches_.size()) + " launches",
+                                                        bufs, page_kernels_, page_launches_, outs)),
+              "[webgpu] cannot write the page ", page_path_);
+  }
   Api& api_;
   LirProgram p_;
   std::vector<int> dev_, owned_;
@@ -119,6 +175,18 @@ Api* api_for(const std::string& device, std::string* why) {
       if (device == "vulkan") a = make_vulkan_api(&w);
       else if (device == "opengl") a = make_opengl_api(&w);
       else if (device == "gpu") a = make_opencl_api(&w);
+      else if (device == "webgpu") a = make_webgpu_api(&w);
+      else if (device == "directx") a = make_directx_api(&w);
+      else if (device == "metal") {
+        const char* e = std::getenv("RLX_METAL_SHIM");
+        if (e && std::string(e) == "1") a = make_metal_shim_api(&w);
+#if RLX_HAVE_METAL
+        else a = make_metal_api(&w);
+#else
+        else w = "no hardware: needs an Apple GPU (the Metal host executor is built on Apple platforms only); "
+                 "RLX_METAL_SHIM=1 runs the MSL kernels as C++ on the host CPU against a Metal shim";
+#endif
+      }
       else w = "not a portable GPU device";
     } catch (const std::exception& e) {
       a.reset();
@@ -135,7 +203,7 @@ Api* api_for(const std::string& device, std::string* why) {
 namespace rlx {
 
 void register_portable_gpu_backends() {
-  for (const char* d : {"vulkan", "opengl", "gpu"}) {
+  for (const char* d : {"vulkan", "opengl", "gpu", "webgpu", "directx", "metal"}) {
     std::string dev = d;
     register_backend(dev, [dev](const LirProgram& p) -> std::unique_ptr<Executable> {
       std::string why;

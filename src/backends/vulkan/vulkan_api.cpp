@@ -66,14 +66,15 @@ class VulkanApi : public Api {
   VkFence fence = VK_NULL_HANDLE;
   uint32_t mem_type = 0;
   std::string desc, glslc;
-  std::unique_ptr<codegen::CLikeRenderer> r = codegen::make_glsl_renderer();
+  VulkanFlavor flavor;  // vulkan: GLSL + glslc; directx: HLSL + glslangValidator's HLSL front end
+  std::unique_ptr<codegen::CLikeRenderer> r;
   std::map<int, Buf> bufs;
   std::map<uint64_t, int> prog_cache;
   std::vector<Pipeline> pipes;
   std::map<int, Rec> recs;
   int next_buf = 0, next_rec = 0;
 
-  std::string name() const override { return "vulkan"; }
+  std::string name() const override { return flavor.device; }
   std::string device() const override { return desc; }
   const codegen::CLikeRenderer& renderer() const override { return *r; }
 
@@ -111,14 +112,14 @@ class VulkanApi : public Api {
   // RLX_CACHE_MAX_MB shared with the cpu JIT and NVRTC), compiled by glslc on a miss. Key: glslc's
   // command line + source (SPIR-V is portable, so a glslc upgrade does not invalidate entries).
   std::vector<uint32_t> spirv(const codegen::RenderedKernel& k) {
-    static const char* const kFlags = "-fshader-stage=compute -O";
+    const std::string& kFlags = flavor.flags;
     const std::string hex = hex64(fnv1a64(glslc + " " + kFlags + "|" + k.source));
     const std::string spv = cache_dir("spirv") + "/" + hex + ".spv";
     std::ifstream in(spv, std::ios::binary);
     if (in) {
       cache_touch(spv);  // a hit: most recently used
     } else {
-      const std::string tmp = temp_path_for(spv), src = tmp + ".comp";
+      const std::string tmp = temp_path_for(spv), src = tmp + flavor.ext;
       RLX_CHECK(write_file_atomic(src, k.source), "[vulkan] cannot write ", src);
       std::string cmd = glslc + " " + kFlags + " -o '" + tmp + "' '" + src + "' 2>&1", log;
       FILE* p = popen(cmd.c_str(), "r");
@@ -129,7 +130,7 @@ class VulkanApi : public Api {
       std::remove(src.c_str());
       if (rc != 0) {
         std::remove(tmp.c_str());
-        fail("[vulkan] glslc failed for ", k.name, ":\n", log, "\n--- source ---\n", k.source);
+        fail("[", flavor.device, "] ", glslc, " failed for ", k.name, ":\n", log, "\n--- source ---\n", k.source);
       }
       // rename(2): concurrent processes never see half a file; the last writer wins, both whole
       if (std::rename(tmp.c_str(), spv.c_str()) != 0) {
@@ -263,6 +264,17 @@ bool tool_works(const std::string& cmd) { return std::system((cmd + " --version 
 }  // namespace
 
 std::unique_ptr<Api> make_vulkan_api(std::string* why) {
+  VulkanFlavor f;
+  f.device = "vulkan";
+  f.renderer = [] { return codegen::make_glsl_renderer(); };
+  f.compiler_env = "RLX_GLSLC";
+  f.compiler = "glslc";
+  f.flags = "-fshader-stage=compute -O";
+  f.ext = ".comp";
+  return make_vulkan_api_with(f, why);
+}
+
+std::unique_ptr<Api> make_vulkan_api_with(const VulkanFlavor& flavor, std::string* why) {
   // The Mesa loader complains on stderr without a runtime dir; give it a private one.
   if (!std::getenv("XDG_RUNTIME_DIR")) {
     std::string d = "/tmp/rlx-xdg-" + std::to_string(getuid());
@@ -288,6 +300,8 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
   ii.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ii.pApplicationInfo = &app;
   auto a = std::make_unique<VulkanApi>();
+  a->flavor = flavor;
+  a->r = flavor.renderer();
   if (!create_instance || create_instance(&ii, nullptr, &a->inst) != VK_SUCCESS) {
     *why = "no driver: vkCreateInstance failed (no Vulkan ICD installed? apt install mesa-vulkan-drivers)";
     return nullptr;
@@ -363,11 +377,12 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   vk_check(a->vkCreateFence(a->dev, &fi, nullptr, &a->fence), "vkCreateFence");
-  const char* env = std::getenv("RLX_GLSLC");
-  a->glslc = env && *env ? env : "glslc";
+  const char* env = std::getenv(flavor.compiler_env.c_str());
+  a->glslc = env && *env ? env : flavor.compiler;
   if (!tool_works(a->glslc)) {
-    *why = "no driver: found " + std::string(props.deviceName) + " but no GLSL->SPIR-V compiler ('" + a->glslc +
-           "' did not run; apt install glslc, or set RLX_GLSLC)";
+    *why = "no driver: found " + std::string(props.deviceName) + " but no SPIR-V compiler ('" + a->glslc +
+           "' did not run; apt install " + (flavor.compiler == "glslc" ? "glslc" : "glslang-tools") + ", or set " +
+           flavor.compiler_env + ")";
     return nullptr;
   }
   // Device features (reported; the GLSL kernels need none of them). Vulkan 1.1 core queries; the
@@ -395,7 +410,7 @@ std::unique_ptr<Api> make_vulkan_api(std::string* why) {
   char ver[64];
   std::snprintf(ver, sizeof ver, "%u.%u.%u", VK_VERSION_MAJOR(props.apiVersion), VK_VERSION_MINOR(props.apiVersion),
                 VK_VERSION_PATCH(props.apiVersion));
-  a->desc = std::string(props.deviceName) + ", Vulkan " + ver;
+  a->desc = flavor.note + std::string(props.deviceName) + ", Vulkan " + ver;
   choose_gemm(*a->r, props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
   return a;
 }
