@@ -14,6 +14,7 @@ APT_PKGS+=(libsuitesparse-dev)  # KLU/UMFPACK/CHOLMOD: sparse_solve (src/sparse/
 APT_PKGS+=(liblapacke-dev)  # dense linear algebra on cpu (LAPACKE on OpenBLAS's LAPACK)
 APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
+APT_PKGS+=(openmpi-bin libopenmpi-dev libucx-dev)  # src/dist: the MPI transport, mpirun for rlx launch and the dist tests; UCX as Open MPI's pml
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri
            libegl-mesa0 libgles-dev libopengl-dev pocl-opencl-icd ocl-icd-opencl-dev opencl-headers)
