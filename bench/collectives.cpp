@@ -3,6 +3,7 @@
 // the cpu kernel, the Communicator) next to the same MPI call made directly (an OSU-style loop:
 // warm-up, then timed iterations between barriers) on the same buffers, in the same run.
 // Rank 0 prints one JSON row per (system, op, size) on stdout.
+#define OMPI_SKIP_MPICXX 1  // the C API only (no MPI C++ bindings to link)
 #include <mpi.h>
 
 #include <algorithm>

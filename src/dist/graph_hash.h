@@ -9,8 +9,8 @@ namespace rlx::dist {
 
 uint64_t graph_shape_hash(const Graph& g);
 bool has_collectives(const Graph& g);
-// Throws "[dist] ranks disagree on graph ..." when the ranks' hashes differ; a no-op on one rank
-// or for a graph without collectives.
+// Throws "[dist] ranks disagree on graph ..." when the ranks' hashes differ; a no-op on one rank,
+// for a graph without collectives, and for one with send/recv (whose ranks run different graphs).
 void check_graph_on_all_ranks(const Graph& g);
 
 }  // namespace rlx::dist

@@ -12,6 +12,7 @@
 #include "rlx/error.h"
 
 #ifdef RLX_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only (no MPI C++ bindings to link)
 #include <mpi.h>
 #endif
 

@@ -109,7 +109,7 @@ TEST(Cli, RunWritesNpz) {
 namespace {
 
 const std::vector<std::string> kCommands = {"devices", "compile", "run",         "inspect", "generate",
-                                            "embed",   "onnx-suite", "train-mnist", "bench", "splat", "ops", "help"};
+                                            "embed",   "launch",  "onnx-suite", "train-mnist", "bench", "splat", "ops", "help"};
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
