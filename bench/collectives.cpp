@@ -51,7 +51,10 @@ int main(int argc, char** argv) {
   std::vector<int64_t> world;
   for (int i = 0; i < n; ++i) world.push_back(i);
   for (const std::string op : {"all_reduce", "all_gather"}) {
-    for (int64_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+    std::vector<int64_t> sizes;  // 8 B, 64 B, ... (x8), and max_bytes itself
+    for (int64_t s = 8; s < max_bytes; s *= 8) sizes.push_back(s);
+    sizes.push_back(max_bytes);
+    for (int64_t bytes : sizes) {
       const int64_t count = bytes / 4;  // f32 elements per rank
       Graph g;
       Builder b(g);
