@@ -25,7 +25,9 @@ int cmd_launch(const Args& a) {
   }
   std::vector<std::string> argv{a.get("mpirun"), "-n", a.get("n"), "--oversubscribe", "--bind-to", "none"};
   if (!hosts.empty()) argv.insert(argv.end(), {"--hostfile", hosts});
-  if (transport == "ucx") argv.insert(argv.end(), {"--mca", "pml", "ucx"});
+  // Open MPI 4.1 takes UCX only on RDMA devices unless told any transport (tcp, shared memory) will do.
+  if (transport == "ucx")
+    argv.insert(argv.end(), {"--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices", "any"});
   if (transport == "mpi") argv.insert(argv.end(), {"--mca", "pml", "ob1"});
   // Every RLX_* switch reaches the ranks (mpirun forwards only what -x names).
   for (char** e = environ; *e; ++e) {

@@ -318,6 +318,15 @@ TEST(DistMpi, CollectivesOverOpenMpiMatchTheSemantics) {
   EXPECT_NE(r.out.find("rank 1: send/recv ring ok"), std::string::npos) << r.out;
 }
 
+// The same over UCX (Open MPI's ucx pml; tcp and shared memory here: no RDMA device on these hosts).
+TEST(DistMpi, CollectivesOverUcxMatchTheSemantics) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  ProcRun r = sh(mpirun(2) + "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any " RLX_DIST_WORKER " collectives");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1: send/recv ring ok"), std::string::npos) << r.out;
+}
+
 TEST(DistMpi, TensorParallelMlpEqualsOneProcess) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   ProcRun r = sh(mpirun(2) + RLX_DIST_WORKER " tp-mlp");
