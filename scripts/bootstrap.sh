@@ -16,6 +16,7 @@ APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
 APT_PKGS+=(libcpp-httplib-dev)  # `rlx serve`'s HTTP server (src/serve)
 APT_PKGS+=(chromium)  # tests/python/test_serve_page.py drives the served page in headless Chromium
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
+APT_PKGS+=(openmpi-bin libopenmpi-dev libucx-dev)  # src/dist: the MPI transport, mpirun for rlx launch and the dist tests; UCX as Open MPI's pml
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri
            libegl-mesa0 libgles-dev libopengl-dev pocl-opencl-icd ocl-icd-opencl-dev opencl-headers)

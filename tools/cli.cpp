@@ -287,6 +287,9 @@ std::string closest(const std::string& s, const std::vector<std::string>& names)
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
+// A one-letter flag is also spelled with one dash (`rlx launch -n 4`, as mpirun spells it).
+std::string flag_names(const Flag& f) { return f.name.size() == 1 ? "-" + f.name + ",--" + f.name : "--" + f.name; }
+
 Args parse_args(const Command& cmd, int argc, char** argv, int first) {
   Args a;
   a.cmd = &cmd;
@@ -301,9 +304,9 @@ Args parse_args(const Command& cmd, int argc, char** argv, int first) {
   for (const Flag& f : cmd.flags) {
     CLI::Option* o;
     if (f.type == Type::Bool) {
-      o = app.add_flag("--" + f.name, bools.emplace_back(false))->disable_flag_override();
+      o = app.add_flag(flag_names(f), bools.emplace_back(false))->disable_flag_override();
     } else {
-      o = app.add_option("--" + f.name, values.emplace_back())
+      o = app.add_option(flag_names(f), values.emplace_back())
               ->allow_extra_args(false)
               ->take_all()
               ->type_name(f.value)

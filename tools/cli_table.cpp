@@ -57,7 +57,11 @@ std::vector<Command> make_table() {
              text("dump-after", "PASS", "print the LIR right after one of the device's LIR passes (lower: before any; --report lists those that changed something)", ""),
              bind_flag(),
              input_flag("arrays (.npy, or .npz holding NAME) whose shapes (and, for an imported "
-                        "model, small ones' values) specialize the model")},
+                        "model, small ones' values) specialize the model"),
+             integer("tp", "N", "shard for N tensor-parallel ranks first (shard-tensor-parallel; prints every "
+                     "inserted collective with its byte count)", "1", at_least(1)),
+             text("tp-preset", "P", "the Linear roles: mlp, bert, or a pattern of C, R, - (docs/distributed.md)", "mlp"),
+             integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0))},
             dispatch_flags()),
        "env: RLX_DISPATCH_REPORT=1 prints the dispatch table too.",
        "docs/onnx.md",
@@ -129,6 +133,9 @@ std::vector<Command> make_table() {
         flag("similarity", "print the cosine similarity matrix instead of the embeddings"),
         path("file", "FILE", "read sentences from FILE, one per non-empty line").exists(),
         path("output", "FILE", "write the embeddings, f32 [N, hidden], as .npy").out({".npy"}),
+        integer("tp", "N", "tensor-parallel ranks (Megatron column/row Linear, heads split; run under rlx launch "
+                "-n N or mpirun -n N)", "1", at_least(1)),
+        flag("shard-report", "with --tp: print every inserted collective with its byte count (stderr)"),
         flag("quiet", "no timing line on stderr")},
        "",
        "docs/models.md",
@@ -159,6 +166,22 @@ std::vector<Command> make_table() {
        "SIGTERM/SIGINT: stop accepting connections, finish the requests in flight, exit 0.",
        "docs/serve.md",
        cmd_serve});
+  t.push_back(
+      {"launch",
+       "run N ranks of an rlx command under Open MPI's mpirun (tensor-parallel inference, data-parallel "
+       "training); each rank reads its rank from mpirun's environment",
+       "rlx launch -n N [--transport mpi|ucx] [--hosts FILE] -- rlx CMD ...",
+       {{"COMMAND", "the command each rank runs (after --), e.g. rlx embed --tp 2 ...", 1, -1}},
+       {integer("n", "N", "number of ranks", "2", at_least(1)),
+        choice("transport", "the MPI point-to-point layer: mpi (Open MPI ob1: shared memory, TCP) or ucx", "mpi",
+               {"mpi", "ucx", "nccl"}),
+        path("hosts", "FILE", "an mpirun hostfile (default: every rank on this host)").exists(),
+        text("mpirun", "PATH", "the mpirun to use", "mpirun"),
+        flag("dry-run", "print the mpirun command line instead of running it")},
+       "Forwards every RLX_* variable to the ranks. RLX_DIST_TIMEOUT_S bounds how long a rank waits in one "
+       "collective for a failed peer (default 60).",
+       "docs/distributed.md",
+       cmd_launch});
   t.push_back(
       {"onnx-suite",
        "run the ONNX backend node tests under NODE_DIR against an expected-failure list (each case in a "

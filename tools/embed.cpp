@@ -3,11 +3,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "dist/communicator.h"
 #include "models/bert/bert.h"
+#include "passes/shard.h"
 #include "rlx/npy.h"
 
 namespace rlx::cli {
@@ -36,8 +39,21 @@ int cmd_embed(const Args& a) {
   }
   if (sentences.empty()) usage_fail("embed: no sentences given (as arguments, or with --file)");
 
+  // --tp N: this rank's shard of a Megatron tensor-parallel BERT (src/passes/shard_tensor_parallel.cpp).
+  const int64_t tp = a.integer("tp");
+  dist::Communicator& comm = dist::current();
+  std::function<Graph(const Graph&)> shard;
+  ShardReport report;
+  if (tp > 1) {
+    RLX_CHECK(comm.size() == tp, "[cli] embed --tp ", tp, " needs ", tp, " ranks (rlx launch -n ", tp,
+              " -- rlx embed ..., or mpirun -n ", tp, "); this process is rank ", comm.rank(), " of ", comm.size());
+    shard = [&](const Graph& g) { return shard_tensor_parallel(g, "bert", tp, comm.rank(), &report); };
+  }
+  const bool lead = comm.rank() == 0;  // one rank prints and writes; every rank computes
+  if (!lead) quiet = true;
   auto t0 = std::chrono::steady_clock::now();
-  models::SentenceEmbedder emb(model, device);
+  models::SentenceEmbedder emb(model, device, shard);
+  if (tp > 1 && a.has("shard-report") && lead) std::fputs(report.str().c_str(), stderr);
   double load_ms = ms_since(t0);
   auto t1 = std::chrono::steady_clock::now();
   Tensor e = emb.embed(sentences, batch);
@@ -45,6 +61,7 @@ int cmd_embed(const Args& a) {
   const int64_t N = e.shape()[0], H = e.shape()[1];
   const float* p = e.data<float>();
 
+  if (!lead) return 0;
   if (!output.empty()) {
     write_npy(output, e);
     std::printf("wrote %lld x %lld embeddings to %s\n", static_cast<long long>(N), static_cast<long long>(H),

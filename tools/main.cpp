@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dist/communicator.h"
+#include "passes/shard.h"
 #include "rlx/safetensors.h"
 #include "rlx/device.h"
 #include "rlx/npy.h"
@@ -126,6 +128,11 @@ int cmd_devices(const Args& a) {
                 d.description.c_str(), d.reason.c_str());
   }
   std::printf("%zu targets\n", device_names().size());
+  // Collective transports (src/dist): which ones this build and host exercise.
+  std::printf("collectives: cpu only; transports: local (in-process ranks), mpi (%s), ucx (as Open MPI's pml: "
+              "rlx launch --transport ucx; tcp/shm here, no RDMA device), nccl (%s)\n",
+              rlx::dist::mpi_compiled_in() ? "Open MPI, compiled in" : "not compiled in: no MPI at build time",
+              rlx::dist::nccl_status().c_str());
   return 0;
 }
 
@@ -133,6 +140,12 @@ int cmd_compile(const Args& a) {
   model_format(a.positional[0], false);
   std::map<std::string, Tensor> inputs = read_inputs(a);
   Graph g = load_model_file(a.positional[0], a, inputs);  // --input arrays fix shapes at import
+  if (a.integer("tp") > 1) {  // one rank's part of a tensor-parallel program (docs/distributed.md)
+    ShardReport rep;
+    if (a.integer("tp-rank") >= a.integer("tp")) usage_fail("compile --tp-rank must be below --tp");
+    g = shard_tensor_parallel(g, a.get("tp-preset"), a.integer("tp"), a.integer("tp-rank"), &rep);
+    std::cout << rep.str();
+  }
   CompiledModel m(std::move(g), compile_options(a));
   Bindings b = bind_map(m.graph(), inputs);  // ... and size a .rlx graph's symbolic dims
   for (auto& [sym, n] : bindings(a)) b[sym] = n;
@@ -247,6 +260,8 @@ int main(int argc, char** argv) {
       std::fputs(command_help(*cmd).c_str(), stdout);
       return 0;
     }
+    // A rank under mpirun (or rlx launch) joins the world before any graph runs (src/dist/mpi.cpp).
+    if (cmd->name != "launch" && rlx::dist::launched_by_mpi()) rlx::dist::set_process(rlx::dist::make_mpi());
     return cmd->run(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "rlx: %s\n", e.what());

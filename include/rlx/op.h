@@ -30,7 +30,7 @@ enum class Level : uint8_t { Hir, Mir };
 // What kind of computation an op is (the group column of ops.def).
 enum class OpGroup : uint8_t {
   Source, Elementwise, Reduction, Contraction, Window, Scan, Sort, Movement, Normalization, Attention, Quant,
-  LinearAlgebra, Sparse, Splatting, Autodiff
+  LinearAlgebra, Sparse, Splatting, Autodiff, Collective
 };
 std::string_view op_group_name(OpGroup g);
 // How far a device may stray from the reference interpreter (the tolerance column of ops.def;
@@ -102,6 +102,8 @@ bool is_elementwise(OpKind k);
 // The dense linear-algebra primitives (the `linear algebra` block of ops.def, cholesky..matrix_exp):
 // library kernels a device claims one by one, never implied by "every MIR primitive".
 bool is_linalg(OpKind k);
+// Collective ops (group Collective: all_reduce, all_gather, ..., send, recv); they talk to other ranks.
+bool is_collective(OpKind k);
 
 // Attribute access with the op table's defaults and clear errors.
 int64_t attr_int(const Node& n, const char* name);

@@ -16,3 +16,13 @@ std::vector<Tensor> reference_eval(const Node& n, const std::vector<Tensor>& inp
 std::vector<Tensor> reference_run(const Graph& g, const std::vector<Tensor>& inputs);
 
 }  // namespace rlx
+
+namespace rlx {
+
+// The semantics of one collective node (all_reduce ... collective_broadcast; ops.def) over
+// simulated ranks in one process: inputs[r] is world rank r's input, the result holds each
+// rank's output, computed in double from the members of its replica group. No transport involved:
+// the oracle the communicators (in-process threads, MPI) are tested against.
+std::vector<Tensor> reference_collective(const Node& n, const std::vector<Tensor>& inputs);
+
+}  // namespace rlx

@@ -70,5 +70,8 @@ RLX_VJP_DECL(vjp_cholesky) RLX_VJP_DECL(vjp_triangular_solve) RLX_VJP_DECL(vjp_s
 RLX_VJP_DECL(vjp_det) RLX_VJP_DECL(vjp_slogdet) RLX_VJP_DECL(vjp_eigh) RLX_VJP_DECL(vjp_qr) RLX_VJP_DECL(vjp_svd)
 // vjp_splat.cpp
 RLX_VJP_DECL(vjp_splat_project) RLX_VJP_DECL(vjp_splat_rasterize)
+// vjp_collective.cpp
+RLX_VJP_DECL(vjp_all_reduce) RLX_VJP_DECL(vjp_all_gather) RLX_VJP_DECL(vjp_reduce_scatter) RLX_VJP_DECL(vjp_all_to_all)
+RLX_VJP_DECL(vjp_collective_broadcast)
 
 }  // namespace rlx::ad

@@ -279,6 +279,22 @@ bool build(O op, DType dt, ConformanceCase* out) {
       if (dt != DType::f32 && dt != DType::f64) return false;
       outs = splat_case(cb, op, dt);
       break;
+    // collectives over a world of one rank (the conformance process; several ranks: tests/unit/test_dist.cpp)
+    case O::AllReduce: case O::AllGather: case O::ReduceScatter: case O::AllToAll: case O::CollectiveBroadcast: {
+      if (dt != DType::f32 && dt != DType::f64 && dt != DType::i32) return false;
+      Attrs a{{"groups", std::vector<int64_t>{0}}};
+      if (op == O::AllGather || op == O::ReduceScatter) a["axis"] = int64_t{1};
+      if (op == O::AllToAll) a["concat_axis"] = int64_t{1};
+      outs = b.op(op, {cb.in(dt, {3, 4})}, a);
+      break;
+    }
+    case O::Send: case O::Recv: {  // a message to itself
+      if (dt != DType::f32 && dt != DType::i32) return false;
+      auto sent = b.op1(O::Send, {cb.in(dt, {2, 3})}, {{"peer", int64_t{0}}, {"tag", int64_t{5}}});
+      outs = b.op(O::Recv, {sent}, {{"peer", int64_t{0}}, {"tag", int64_t{5}}, {"shape", Shape{2, 3}}, {"dtype", dt}});
+      outs.push_back(sent);
+      break;
+    }
     default: return build_sparse_case(op, dt, out);  // the sparse_* ops (cases_sparse.cpp)
   }
   cb.finish(outs);

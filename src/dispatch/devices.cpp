@@ -43,7 +43,8 @@ CapabilitySet all_mir(DTypeSet dtypes) {
   for (int i = 0; i < num_ops(); ++i) {
     auto k = static_cast<OpKind>(i);
     const auto& info = op_info(k);
-    if (info.level != Level::Mir || sparse::is_sparse_op(k) || is_linalg(k)) continue;  // sparse, linalg: claimed per device
+    if (info.level != Level::Mir || sparse::is_sparse_op(k) || is_linalg(k) || is_collective(k))
+      continue;  // sparse, linalg, collectives: claimed per device
     DTypeSet s = info.min_inputs == 0 ? dtypes : (info.dtypes & dtypes);
     if (k == OpKind::Select) s = DTypeSet::of({DType::boolean});  // predicate; branches checked by dtypes
     if (!s.empty()) c.add(k, s);
@@ -138,6 +139,12 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
                        OpKind::SplatRasterizeGrad}, DTypeSet::of({D::f32, D::f64}));  // backends/cpu/splat.cpp
     for (int i = 0; i < num_ops(); ++i)  // LAPACKE + own small-matrix kernels, backends/cpu/linalg*.cpp
       if (is_linalg(static_cast<OpKind>(i))) cpu.caps.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
+    // Collectives through the process's communicator (src/dist: in-process, Open MPI); the only
+    // device that claims them: the others' buffers would need a device-side transport (NCCL on cuda).
+    const DTypeSet coll = DTypeSet::of({D::f32, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::u16, D::u32, D::u64});
+    for (int i = 0; i < num_ops(); ++i)
+      if (is_collective(static_cast<OpKind>(i)))
+        cpu.caps.add(static_cast<OpKind>(i), static_cast<OpKind>(i) == OpKind::Recv ? DTypeSet::all() : coll);
     v.push_back(cpu);
   }
 

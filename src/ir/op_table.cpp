@@ -171,12 +171,13 @@ std::string_view op_group_name(OpGroup g) {
   static constexpr std::string_view kNames[] = {"source",   "elementwise", "reduction",     "contraction",
                                                 "window",   "scan",        "sort",          "movement",
                                                 "normalization", "attention", "quant",      "linalg",
-                                                "sparse",   "splatting",   "autodiff"};
-  static_assert(std::size(kNames) == static_cast<size_t>(OpGroup::Autodiff) + 1);
+                                                "sparse",   "splatting",   "autodiff",      "collective"};
+  static_assert(std::size(kNames) == static_cast<size_t>(OpGroup::Collective) + 1);
   return kNames[static_cast<int>(g)];
 }
 
 bool is_linalg(OpKind k) { return op_info(k).group == OpGroup::LinearAlgebra; }
+bool is_collective(OpKind k) { return op_info(k).group == OpGroup::Collective; }
 
 static const char* kAttrKindNames[] = {"int", "float", "str", "ints", "floats", "dims", "dtype", "tensor"};
 

@@ -1,4 +1,5 @@
-// eliminate-dead-code: drops nodes none of whose outputs reach a graph output.
+// eliminate-dead-code: drops nodes none of whose outputs reach a graph output (a send is kept: its
+// effect is on another rank).
 #include "passes/passes.h"
 
 namespace rlx {
@@ -9,6 +10,7 @@ Graph eliminate_dead_code(const Graph& g) {
   for (size_t i = g.nodes.size(); i-- > 0;) {
     for (auto o : g.nodes[i].outputs)
       if (live_val[o]) live_node[i] = true;
+    if (g.nodes[i].op == OpKind::Send) live_node[i] = true;
     if (live_node[i])
       for (auto v : g.nodes[i].inputs) live_val[v] = true;
   }

@@ -21,7 +21,8 @@ Graph fold_constants(const Graph& g, int64_t max_elems) {
     for (auto o : n.outputs)
       if (numel(g.type(o).shape) > max_elems) small = false;
     // Zero-input primitives (iota, rng_uniform with its fixed seed) fold too; constants stay as they are.
-    bool foldable = vals.size() == ins.size() && small && n.op != OpKind::Constant && op_info(n.op).level == Level::Mir;
+    bool foldable = vals.size() == ins.size() && small && n.op != OpKind::Constant && op_info(n.op).level == Level::Mir &&
+                    !is_collective(n.op);  // a collective talks to other ranks: at run time only
     std::vector<ValueId> outs;
     if (foldable) {
       std::vector<ValueType> ot;

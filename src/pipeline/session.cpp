@@ -3,6 +3,7 @@
 // The program the entry holds is the one the executable runs (dump("lir") prints it).
 #include <map>
 
+#include "dist/graph_hash.h"
 #include "lir/plan.h"
 #include "passes/passes.h"
 #include "rlx/lir.h"
@@ -44,6 +45,7 @@ struct CompiledModel::Impl {
     Entry e;
     e.hir = specialize_shapes(g, b);
     if (opts.verify) verify_graph(e.hir);
+    dist::check_graph_on_all_ranks(e.hir);  // ranks must agree before the first collective
     e.mir = legalize(e.hir, opts.device, opts.dispatch);
     e.mir.graph = eliminate_dead_code(fold_constants(e.mir.graph));
     if (opts.verify) verify_graph(e.mir.graph);

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/train_kernels.h"
+#include "dist/execute.h"
 #include "rlx/reference.h"
 
 namespace rlx::cpu {
@@ -33,6 +34,13 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::SplatSh:
     case OpKind::SplatRasterize:
     case OpKind::SplatRasterizeGrad: return splat_kernel_for(dt);                      // splat.cpp
+    case OpKind::AllReduce:
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter:
+    case OpKind::AllToAll:
+    case OpKind::CollectiveBroadcast:
+    case OpKind::Send:
+    case OpKind::Recv: return &dist::execute_collective;  // native buffers through the communicator (src/dist)
     default:
       if (is_linalg(op)) return find_linalg_kernel(op, dt);  // linalg.cpp
       if (KernelFn f = find_sparse_kernel(op)) return f;  // sparse.cpp

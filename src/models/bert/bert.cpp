@@ -143,7 +143,8 @@ Graph build_bert_graph(const BertConfig& c, const HfWeights& weights, const Bert
   return g;
 }
 
-SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& device) {
+SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& device,
+                                   const std::function<Graph(const Graph&)>& transform) {
   HfModelDir m = HfModelDir::open(dir);
   cfg_ = BertConfig::from_json(m.config, dir);
   pipe_ = m.sentence;
@@ -158,7 +159,9 @@ SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& de
   CompileOptions co;
   co.device = device;
   co.verify = false;  // the graph is built by code, verified by its tests; skip per-shape re-verification
-  model_ = std::make_unique<CompiledModel>(build_bert_graph(cfg_, m.weights, opt), co);
+  Graph g = build_bert_graph(cfg_, m.weights, opt);
+  if (transform) g = transform(g);
+  model_ = std::make_unique<CompiledModel>(std::move(g), co);
 }
 
 SentenceEmbedder::~SentenceEmbedder() = default;

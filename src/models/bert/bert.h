@@ -1,6 +1,7 @@
 // BERT encoders (Hugging Face `BertModel` layout) built as HIR graphs, and sentence embeddings
 // (pooling + L2 normalization) as sentence-transformers computes them.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@ Graph build_bert_graph(const BertConfig& cfg, const HfWeights& weights, const Be
 // (batch, seq) shape, cached by CompiledModel).
 class SentenceEmbedder {
  public:
-  SentenceEmbedder(const std::string& dir, const std::string& device = "cpu");
+  // `transform` (optional) rewrites the built graph before compilation (e.g. shard_tensor_parallel).
+  SentenceEmbedder(const std::string& dir, const std::string& device = "cpu",
+                   const std::function<Graph(const Graph&)>& transform = {});
   ~SentenceEmbedder();
   // f32 [N, hidden]; sentences are batched `batch_size` at a time, each batch padded to its longest.
   Tensor embed(const std::vector<std::string>& sentences, int64_t batch_size = 32);

@@ -117,5 +117,6 @@ Outs eval_dequantize(const Node& n, const Ins& in, const Types& ot);
 Outs eval_dequant_matmul(const Node& n, const Ins& in, const Types& ot);
 // src/sparse/reference_sparse.cpp (the sparse_* ops)
 Outs eval_sparse(const Node& n, const Ins& in, const Types& ot);
+Outs eval_collective(const Node& n, const Ins& in, const Types& ot);  // collective.cpp
 
 }  // namespace rlx::ref

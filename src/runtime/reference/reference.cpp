@@ -130,6 +130,14 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     case OpKind::SplatSh:
     case OpKind::SplatRasterize:
     case OpKind::SplatRasterizeGrad: return splat::reference_eval(n, in, ot);
+    // collectives: through the current communicator (src/dist; simulated ranks: collective.cpp)
+    case OpKind::AllReduce:
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter:
+    case OpKind::AllToAll:
+    case OpKind::CollectiveBroadcast:
+    case OpKind::Send:
+    case OpKind::Recv: return eval_collective(n, in, ot);
   }
   fail("[reference] no reference for op ", static_cast<int>(n.op));
 }
