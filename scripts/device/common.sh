@@ -3,17 +3,27 @@
 # call carries the archives (`carry: ["build-cuda/devcarry.tar.xz", "build-cuda/gpuloaders.tar.xz"]`,
 # ~14 MB together, well inside the call's 64 MiB), and the scripts unpack them there.
 #   devcarry.tar.xz:   GoogleTest, zlib, ICU static libs (strip --strip-debug) and the gtest, zlib,
-#                      Vulkan, EGL, GL, OpenCL, ICU and CLI11 headers the device build compiles against
+#                      Vulkan, EGL, GL, OpenCL, ICU, CLI11 and cpp-httplib headers the device build
+#                      compiles against, plus pjrt_c_api.h (tpu) and webgpu.h/wgpu.h (webgpu) from
+#                      their pip wheels when installed here
 #   gpuloaders.tar.xz: the Khronos/glvnd loaders (libvulkan, libEGL + libGLdispatch, libOpenCL) and
 #                      glslc with its libshaderc, from Debian, so the portable GPU backends can reach
-#                      NVIDIA's Vulkan, EGL and OpenCL drivers that the image does have
+#                      NVIDIA's Vulkan, EGL and OpenCL drivers that the image does have; and
+#                      wgpu-native (libwgpu_native-release.so) from pip wgpu
 
 RLX_REPO=${RLX_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 
 make_device_carry() {  # on the dev machine, from the repo root
   local d=build-cuda/devcarry g=build-cuda/gpuloaders
   rm -rf "$d" "$g" && mkdir -p "$d/lib" "$d/include" "$g/lib" "$g/bin"
-  cp -r /usr/include/{gtest,zlib.h,zconf.h,vulkan,vk_video,EGL,KHR,GL,CL,unicode,CLI} "$d/include/"
+  cp -r /usr/include/{gtest,zlib.h,zconf.h,vulkan,vk_video,EGL,KHR,GL,CL,unicode,CLI,httplib.h} "$d/include/"
+  local pj wg
+  pj=$(python3 -c 'import importlib.util as u,os; s=u.find_spec("xla_plugins.xla_cpu_pjrt"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null)
+  [ -n "$pj" ] && cp "$pj/include/pjrt_c_api.h" "$d/include/"
+  wg=$(python3 -c 'import importlib.util as u,os; s=u.find_spec("wgpu"); print(os.path.join(s.submodule_search_locations[0], "resources") if s else "")' 2>/dev/null)
+  if [ -n "$wg" ]; then
+    mkdir -p "$d/include/wgpu" && cp "$wg/webgpu.h" "$wg/wgpu.h" "$d/include/wgpu/" && cp "$wg/libwgpu_native-release.so" "$g/lib/"
+  fi
   rm -f "$d"/include/vulkan/*.hpp  # the C++ bindings are not used
   local l
   for l in libgtest.a libgtest_main.a libz.a libicuuc.a libicui18n.a libicudata.a; do

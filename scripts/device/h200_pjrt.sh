@@ -4,12 +4,12 @@
 #   rlx devices (tpu must name the CUDA plugin) | rlx ops --device tpu | MiniLM-L6-shaped encoder
 #   b1/b32 s128 and the MNIST MLP step (bench/graphapi_bench.cpp) on tpu and cuda.
 # Writes $OUT/log.txt, $OUT/h200_pjrt.json (bench/results rows) and the text outputs.
-# Before the call (on the development machine), carry the PJRT header with GoogleTest's:
-#   cp "$(python3 -c 'import xla_plugins.xla_cpu_pjrt as m,os;print(os.path.dirname(m.__file__))')/include/pjrt_c_api.h" \
-#      build-cuda/devcarry/include/
-# and carry build-cuda/devcarry, as for scripts/device/h200_cuda.sh (whose build this one repeats).
+# Carry build-cuda/devcarry.tar.xz as for scripts/device/h200_cuda.sh (whose build this one repeats);
+# make_device_carry (scripts/device/common.sh) puts the PJRT header of the xla-cpu-pjrt wheel in it.
 # PJRT_PLUGIN overrides the plugin path; ITERS / MNIST_STEPS the run counts.
 set -u
+source "$(dirname "$0")/common.sh"
+unpack_devcarry
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
