@@ -13,6 +13,7 @@ APT_PKGS+=(libicu-dev)  # Unicode for the WordPiece tokenizer
 APT_PKGS+=(libsuitesparse-dev)  # KLU/UMFPACK/CHOLMOD: sparse_solve (src/sparse/direct.cpp)
 APT_PKGS+=(liblapacke-dev)  # dense linear algebra on cpu (LAPACKE on OpenBLAS's LAPACK)
 APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
+APT_PKGS+=(libdnnl-dev)  # oneDNN: the oneapi device's primitives (src/backends/oneapi, CPU engine)
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)
 APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev spirv-tools libegl-dev libgl1-mesa-dri

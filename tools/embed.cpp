@@ -37,7 +37,7 @@ int cmd_embed(const Args& a) {
   if (sentences.empty()) usage_fail("embed: no sentences given (as arguments, or with --file)");
 
   auto t0 = std::chrono::steady_clock::now();
-  models::SentenceEmbedder emb(model, device);
+  models::SentenceEmbedder emb(model, device, a.get("fallback"));
   double load_ms = ms_since(t0);
   auto t1 = std::chrono::steady_clock::now();
   Tensor e = emb.embed(sentences, batch);

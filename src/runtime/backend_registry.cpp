@@ -12,6 +12,7 @@ namespace cuda {
 void register_cuda_backend();  // src/backends/cuda
 }
 void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/portable
+void register_oneapi_backend();         // src/backends/oneapi (a no-op when built without oneDNN)
 
 namespace {
 struct Registered {
@@ -29,6 +30,7 @@ std::map<std::string, Registered>& builtins() {
     register_cpu_backend();
     cuda::register_cuda_backend();  // registered always; device_info says whether it can run
     register_portable_gpu_backends();  // registered always; device_info probes loader + device
+    register_oneapi_backend();
   });
   return registry();
 }

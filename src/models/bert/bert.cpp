@@ -143,7 +143,7 @@ Graph build_bert_graph(const BertConfig& c, const HfWeights& weights, const Bert
   return g;
 }
 
-SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& device) {
+SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& device, const std::string& fallback) {
   HfModelDir m = HfModelDir::open(dir);
   cfg_ = BertConfig::from_json(m.config, dir);
   pipe_ = m.sentence;
@@ -157,6 +157,7 @@ SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& de
   opt.normalize = pipe_.normalize;
   CompileOptions co;
   co.device = device;
+  co.dispatch.fallback = fallback;
   co.verify = false;  // the graph is built by code, verified by its tests; skip per-shape re-verification
   model_ = std::make_unique<CompiledModel>(build_bert_graph(cfg_, m.weights, opt), co);
 }

@@ -36,7 +36,8 @@ Graph build_bert_graph(const BertConfig& cfg, const HfWeights& weights, const Be
 // (batch, seq) shape, cached by CompiledModel).
 class SentenceEmbedder {
  public:
-  SentenceEmbedder(const std::string& dir, const std::string& device = "cpu");
+  // fallback: DispatchOptions::fallback ("cpu": nodes the device cannot run go to cpu).
+  SentenceEmbedder(const std::string& dir, const std::string& device = "cpu", const std::string& fallback = "");
   ~SentenceEmbedder();
   // f32 [N, hidden]; sentences are batched `batch_size` at a time, each batch padded to its longest.
   Tensor embed(const std::vector<std::string>& sentences, int64_t batch_size = 32);
