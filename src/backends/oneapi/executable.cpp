@@ -175,7 +175,7 @@ LirSchedule oneapi_schedule() {
 std::string probe(bool* ok) {
   *ok = true;
   return dnnl_summary() + "; kernels oneDNN has no primitive for run on the cpu backend's kernels in the same memory; "
-         "an Intel GPU engine (SYCL/OpenCL oneDNN build) is not used";
+         "oneDNN's GPU engine (Intel GPUs only) is not probed or used";
 }
 }  // namespace oneapi
 

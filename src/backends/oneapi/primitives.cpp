@@ -205,7 +205,7 @@ std::unique_ptr<DnnlKernel> make_linear(const LirKernel& kr, const LirProgram& p
   dnnl::post_ops po;
   std::string label = "matmul";
   if (bias_slot >= 0) label += "+bias";
-  algorithm act;
+  algorithm act = algorithm::undef;
   if (activation_alg(attr_str(n, "activation"), &act)) {
     po.append_eltwise(1.f, act, act == algorithm::eltwise_swish ? 1.f : 0.f, 0.f);
     label += "+" + attr_str(n, "activation");
@@ -328,7 +328,7 @@ std::unique_ptr<DnnlKernel> make_layer_norm(const LirKernel& kr, const LirProgra
 
 std::unique_ptr<DnnlKernel> make_eltwise(const LirKernel& kr, const LirProgram& p) {
   memory::desc md = plain(mdt::f32, dims_of(p, kr.in[0]));
-  algorithm alg;
+  algorithm alg = algorithm::undef;
   float alpha;
   unary_alg(kr.op, &alg, &alpha);
   dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, md, alpha, 0.f);
@@ -341,7 +341,7 @@ std::unique_ptr<DnnlKernel> make_eltwise(const LirKernel& kr, const LirProgram& 
 
 std::unique_ptr<DnnlKernel> make_binary(const LirKernel& kr, const LirProgram& p) {
   memory::desc md = plain(mdt::f32, dims_of(p, kr.out[0]));
-  algorithm alg;
+  algorithm alg = algorithm::undef;
   binary_alg(kr.op, &alg);
   dnnl::binary::desc d(alg, md, md, md);
   dnnl::binary::primitive_desc pd(d, cpu_engine());
@@ -387,7 +387,7 @@ std::string dnnl_kind(const LirKernel& k, const LirProgram& p, std::string* why)
   if (numel(p.buffers[k.out[0]].type.shape) == 0) return w = "empty result", "";
   Node n = node_of(k);
   bool f32 = all_f32(k, p);
-  algorithm alg;
+  algorithm alg = algorithm::undef;
   float alpha;
   switch (k.op) {
     case OpKind::Linear:
@@ -490,7 +490,9 @@ std::string dnnl_summary() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
          " (CPU engine, " + std::to_string(dnnl::engine::get_count(dnnl::engine::kind::cpu)) + " device; runtime " + rt +
          "; ISA " + isa + "; " +
-         (v->gpu_runtime == DNNL_RUNTIME_NONE ? std::string("built without a GPU runtime") : "GPU runtime present") + ")";
+         (v->gpu_runtime == DNNL_RUNTIME_NONE ? std::string("no GPU runtime")
+                                              : v->gpu_runtime == DNNL_RUNTIME_OCL ? "GPU runtime OpenCL" : "GPU runtime SYCL") +
+         ")";
 }
 
 }  // namespace rlx::oneapi
