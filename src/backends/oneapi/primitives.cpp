@@ -354,7 +354,8 @@ std::unique_ptr<DnnlKernel> make_binary(const LirKernel& kr, const LirProgram& p
 
 std::unique_ptr<DnnlKernel> make_reorder(const LirKernel& kr, const LirProgram& p) {
   memory::dims x = dims_of(p, kr.in[0]), y = dims_of(p, kr.out[0]);
-  const auto& perm = attr_ints(node_of(kr), "perm");
+  Node n = node_of(kr);  // attr_ints refers into the node
+  const auto& perm = attr_ints(n, "perm");
   memory::dims xs = row_major(x), ss;
   for (int64_t a : perm) ss.push_back(xs[a]);
   mdt t = dnnl_type(dtype_of(p, kr.in[0]));
