@@ -3,9 +3,12 @@
 // the node and the copies the cut costs (none between host devices, counted for a GPU).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "rlx/builder.h"
 #include "rlx/device.h"
 #include "rlx/session.h"
+#include "run_rlx.h"
 #include "test_util.h"
 
 using namespace rlx;
@@ -94,4 +97,21 @@ TEST(Fallback, GpuCutCountsItsCopies) {
   if (!device_info("vulkan").can_execute()) GTEST_SKIP() << "vulkan cannot execute here";
   std::string notes = expect_fallback_runs("vulkan");
   EXPECT_NE(notes.find("1 device->host (64 B), 1 host->device (64 B)"), std::string::npos) << notes;
+}
+
+// The command line: `rlx compile --report` fails without --fallback and shows the cut with it.
+TEST(Fallback, CommandLineFlag) {
+  std::string path = ::testing::TempDir() + "/rlx_fallback_cholesky.rlx";
+  {
+    std::ofstream f(path);
+    f << "graph @g(%a: f32[4,4]) {\n  %l, %info = cholesky(%a) : f32[4,4], i32[]\n  %y = add(%l, %l) : f32[4,4]\n"
+         "  return %y\n}\n";
+  }
+  RlxRun no = run_rlx("compile " + path + " --device oneapi --report");
+  EXPECT_NE(no.code, 0) << no.out;
+  EXPECT_NE(no.out.find("cannot legalize node"), std::string::npos) << no.out;
+  RlxRun yes = run_rlx("compile " + path + " --device oneapi --report --fallback cpu");
+  EXPECT_EQ(yes.code, 0) << yes.out;
+  EXPECT_NE(yes.out.find("fallback"), std::string::npos) << yes.out;
+  EXPECT_NE(yes.out.find("placed in 2 segments"), std::string::npos) << yes.out;
 }
