@@ -1,7 +1,8 @@
 // RLX side of bench/minilm_cpu.py: the real BERT builder (src/models/bert) on the real
 // all-MiniLM-L6-v2 weights (mean pooling + L2 normalization, as sentence-transformers), compiled for
 // the cpu device once per (batch, seq), timed on the token inputs the Python driver wrote.
-// Usage: bench_minilm_cpu MODEL_DIR INPUTS.npz OUT_PREFIX WARMUP RUNS
+// Usage: bench_minilm_cpu [--device=D] MODEL_DIR INPUTS.npz OUT_PREFIX WARMUP RUNS (D: cpu by default;
+//   bench/oneapi_minilm.py runs it for cpu and oneapi)
 //   INPUTS.npz holds ids_BxS / mask_BxS (i64) per grid point. Writes OUT_PREFIX.json
 //   ({"rows": [...], "peak_rss_mb": ..}) and OUT_PREFIX.npz (embedding per grid point); with
 //   RLX_PROFILE=1 prints each shape's per-kernel profile to stderr.
@@ -23,6 +24,11 @@
 using namespace rlx;
 
 int main(int argc, char** argv) {
+  std::string device = "cpu";
+  if (argc > 1 && std::string(argv[1]).rfind("--device=", 0) == 0) {
+    device = std::string(argv[1]).substr(9);
+    ++argv, --argc;
+  }
   if (argc != 6 && argc != 7) {
     std::fprintf(stderr, "usage: %s MODEL_DIR INPUTS.npz OUT_PREFIX WARMUP RUNS [MODEL.onnx]\n", argv[0]);
     return 2;
@@ -38,7 +44,7 @@ int main(int argc, char** argv) {
   opt.pooling = m.sentence.is_sentence_transformer ? m.sentence.pooling : "mean";
   opt.normalize = m.sentence.normalize;
   CompileOptions co;
-  co.device = "cpu";
+  co.device = device;
   co.verify = false;
   CompiledModel builder(models::build_bert_graph(cfg, m.weights, opt), co);
   std::vector<std::pair<std::string, Tensor>> inputs = read_npz_ordered(argv[2]), embs;

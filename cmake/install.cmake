@@ -123,9 +123,9 @@ endif()
 if(RLX_OPENBLAS_LIB)
   string(APPEND RLX_PC_REQUIRES " openblas")
 endif()
-# Libraries without a .pc file (LAPACKE, SuiteSparse): named in Libs, after the rlx libraries.
+# Libraries without a .pc file (LAPACKE, SuiteSparse, oneDNN): named in Libs, after the rlx libraries.
 set(RLX_PC_EXTRA_LIBS)
-foreach(lib ${RLX_LAPACKE_LINKED} ${RLX_SUITESPARSE_LINKED})
+foreach(lib ${RLX_LAPACKE_LINKED} ${RLX_SUITESPARSE_LINKED} ${RLX_DNNL_LINKED})
   get_filename_component(n ${lib} NAME_WE)
   string(REGEX REPLACE "^lib" "" n "${n}")
   string(APPEND RLX_PC_EXTRA_LIBS " -l${n}")

@@ -15,6 +15,7 @@ APT_PKGS+=(liblapacke-dev)  # dense linear algebra on cpu (LAPACKE on OpenBLAS's
 APT_PKGS+=(libcli11-dev)  # the `rlx` command's flag parser (header-only)
 APT_PKGS+=(libcpp-httplib-dev)  # `rlx serve`'s HTTP server (src/serve)
 APT_PKGS+=(chromium)  # tests/python/test_serve_page.py drives the served page in headless Chromium
+APT_PKGS+=(libdnnl-dev)  # oneDNN: the oneapi device's primitives (src/backends/oneapi, CPU engine)
 APT_PKGS+=(dataset-fashion-mnist)  # Fashion-MNIST (/usr/share/datasets/fashion-mnist)
 APT_PKGS+=(openmpi-bin libopenmpi-dev libucx-dev)  # src/dist: the MPI transport, mpirun for rlx launch and the dist tests; UCX as Open MPI's pml
 # vulkan (lavapipe + loader + glslc), opengl (EGL surfaceless + llvmpipe), gpu (PoCL OpenCL)

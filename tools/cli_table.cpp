@@ -23,10 +23,17 @@ Flag bind_flag() {
 Flag input_flag(const std::string& help) {
   return path("input", "NAME=FILE", help).items(Item::NamePath).rep();
 }
+Flag fallback_flag() {
+  return choice("fallback",
+                "place the nodes the device cannot run on this device instead of failing; the graph then runs "
+                "in segments and --report shows the nodes moved and the copies between devices",
+                "", {"cpu"})
+      .named("DEV");
+}
 std::vector<Flag> dispatch_flags() {
   return {list("force-common", "OP,...", "decompose these ops even where the device has them natively").rep(),
           list("force-native", "OP,...", "these ops must run natively (compilation fails otherwise)").rep(),
-          flag("no-fuse", "disable fusion")};
+          flag("no-fuse", "disable fusion"), fallback_flag()};
 }
 std::vector<Flag> with(std::vector<Flag> a, const std::vector<Flag>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -129,6 +136,7 @@ std::vector<Command> make_table() {
        {{"SENTENCE", "sentences to embed (after --, words may start with -)", 0, -1}},
        {path("model", "DIR", "the model directory (config.json, vocab.txt, *.safetensors)").exists().req(),
         device_flag("the device to run on"),
+        fallback_flag(),
         integer("batch-size", "N", "sentences per forward pass", "32", at_least(1)),
         flag("similarity", "print the cosine similarity matrix instead of the embeddings"),
         path("file", "FILE", "read sentences from FILE, one per non-empty line").exists(),

@@ -52,7 +52,7 @@ int cmd_embed(const Args& a) {
   const bool lead = comm.rank() == 0;  // one rank prints and writes; every rank computes
   if (!lead) quiet = true;
   auto t0 = std::chrono::steady_clock::now();
-  models::SentenceEmbedder emb(model, device, shard);
+  models::SentenceEmbedder emb(model, device, a.get("fallback"), shard);
   if (tp > 1 && a.has("shard-report") && lead) std::fputs(report.str().c_str(), stderr);
   double load_ms = ms_since(t0);
   auto t1 = std::chrono::steady_clock::now();

@@ -78,6 +78,7 @@ CompileOptions compile_options(const Args& a) {
   for (auto& op : a.items("force-common")) o.dispatch.force_common.insert(op);
   for (auto& op : a.items("force-native")) o.dispatch.force_native.insert(op);
   o.fuse = !a.has("no-fuse");
+  o.dispatch.fallback = a.get("fallback");
   return o;
 }
 

@@ -42,7 +42,8 @@ const DeviceInfo& device_info(const std::string& name);  // throws for an unknow
 // supports them: {f64} for "gpu" (OpenCL's cl_khr_fp64). Throws for an unknown name.
 const CapabilitySet& device_caps(const std::string& name, DTypeSet* driver_decides = nullptr);
 
-enum class DispatchPath { Native, CommonIR, Rewritten, Unsupported };
+// Fallback: the device cannot run the node and DispatchOptions::fallback placed it on that device.
+enum class DispatchPath { Native, CommonIR, Rewritten, Fallback, Unsupported };
 std::string_view dispatch_path_name(DispatchPath p);
 
 struct DispatchRow {
@@ -69,11 +70,17 @@ Legalized legalize(const Graph& g, const std::string& device, const DispatchOpti
 struct DispatchOptions {
   std::set<std::string> force_common;  // op names that must decompose even when native
   std::set<std::string> force_native;  // op names that must be native (fail otherwise)
+  // "cpu": a node the device cannot run is placed on cpu instead of failing (`--fallback cpu`);
+  // the session then runs the graph in segments, one per run of same-device nodes. "" fails.
+  std::string fallback;
 };
 
 struct Legalized {
   Graph graph;
   DispatchReport report;
+  // Per node of `graph`: the device a fallback placed it on, "" for the compiled device. Empty when
+  // no node fell back.
+  std::vector<std::string> placement;
 };
 
 }  // namespace rlx

@@ -287,10 +287,12 @@ class CompiledModel:
     """A graph compiled for one device. Each concrete input shape is specialized once and cached."""
 
     def __init__(self, graph: Graph, device: str = "cpu", force_common: _Iterable[str] = (),
-                 force_native: _Iterable[str] = (), fuse: bool = True, verify: bool = True):
+                 force_native: _Iterable[str] = (), fuse: bool = True, verify: bool = True,
+                 fallback: str = ""):
+        # fallback="cpu": nodes the device cannot run are placed on cpu (the report shows the copies)
         self.graph = graph.copy()  # later edits to `graph` do not affect the compiled model
         self._m = _rlx.CompiledModel(graph._g, device, list(force_common), list(force_native),
-                                     verify, fuse)
+                                     verify, fuse, fallback)
 
     @property
     def device(self) -> str:
@@ -347,9 +349,11 @@ class CompiledModel:
 
 
 def compile(graph: Graph, device: str = "cpu", force_common: _Iterable[str] = (),  # noqa: A001
-            force_native: _Iterable[str] = (), fuse: bool = True, verify: bool = True) -> CompiledModel:
-    """Compiles `graph` for `device`. force_common/force_native take op names (e.g. ["linear"])."""
-    return CompiledModel(graph, device, force_common, force_native, fuse, verify)
+            force_native: _Iterable[str] = (), fuse: bool = True, verify: bool = True,
+            fallback: str = "") -> CompiledModel:
+    """Compiles `graph` for `device`. force_common/force_native take op names (e.g. ["linear"]);
+    fallback="cpu" places the nodes the device cannot run on cpu instead of failing."""
+    return CompiledModel(graph, device, force_common, force_native, fuse, verify, fallback)
 
 
 def devices() -> list[dict]:

@@ -447,9 +447,10 @@ NB_MODULE(_rlx, m) {
       .def("__init__",
            [](CompiledModel* self, const Graph& g, const std::string& device,
               const std::vector<std::string>& force_common, const std::vector<std::string>& force_native,
-              bool verify, bool fuse) {
+              bool verify, bool fuse, const std::string& fallback) {
              CompileOptions o;
              o.device = device;
+             o.dispatch.fallback = fallback;
              o.dispatch.force_common.insert(force_common.begin(), force_common.end());
              o.dispatch.force_native.insert(force_native.begin(), force_native.end());
              o.verify = verify;
@@ -459,7 +460,7 @@ NB_MODULE(_rlx, m) {
              new (self) CompiledModel(std::move(copy), std::move(o));
            },
            "graph"_a, "device"_a = "cpu", "force_common"_a = std::vector<std::string>{},
-           "force_native"_a = std::vector<std::string>{}, "verify"_a = true, "fuse"_a = true)
+           "force_native"_a = std::vector<std::string>{}, "verify"_a = true, "fuse"_a = true, "fallback"_a = "")
       .def("run_list",
            [](CompiledModel& cm, const nb::list& arrays) {
              std::vector<Tensor> in = inputs_from_list(cm.graph(), arrays), out;

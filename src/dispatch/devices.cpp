@@ -101,6 +101,9 @@ CapabilitySet graph_api_caps(bool pjrt) {
 int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp
 int pjrt_probe(std::string* why);          // src/backends/tpu/pjrt.cpp: 0 runs, 1 no plugin, 2 no device
 int mlx_probe(std::string* why);           // src/backends/mlx/executable.cpp: 0 runs, 1 compiled out, 2 fails
+namespace oneapi {
+std::string probe(bool* ok);  // src/backends/oneapi/executable.cpp
+}
 namespace cpu {
 std::string jit_probe();    // src/backends/cpu/jit.cpp
 std::string isa_summary();  // src/backends/cpu/isa.cpp
@@ -203,8 +206,21 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   // ---- end cuda
   if (want("rocm")) v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
                        std::string(not_built) + lib("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
-  if (want("oneapi")) v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
-                       std::string(not_built) + lib("libdnnl.so.3") , DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i32, D::boolean})));
+  // ---- oneapi (src/backends/oneapi): oneDNN primitives on the CPU engine, over host memory, and
+  // the cpu backend's kernels for every kernel oneDNN has no primitive for; so the set is the cpu
+  // device's dense set (no sparse, linear-algebra, splatting or GGML kernels) plus the HIR ops it
+  // runs as primitives: linear/matmul (matmul + post-ops), softmax, layer norm.
+  if (want("oneapi")) {
+    bool ok = false;
+    std::string why = oneapi::probe(&ok);
+    DeviceInfo one{"oneapi", "oneDNN primitives (CPU engine here) + the cpu kernels for the rest",
+                   ok ? DeviceStatus::Available : DeviceStatus::CompiledOut, why, all_mir(DTypeSet::all())};
+    one.caps.ops[OpKind::DotGeneral] = DTypeSet::of({D::f32, D::f64, D::i32, D::i64, D::c64, D::u16, D::u32, D::u64});
+    one.caps.ops[OpKind::Conv] = DTypeSet::of({D::f32, D::f64});
+    add_hir(one.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm}, f32);
+    v.push_back(one);
+  }
+  // ---- end oneapi
   // ---- tpu (src/backends/tpu): a PJRT plugin dlopened and a client created; status from that.
   if (want("tpu")) {
     std::string why;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "rlx/builder.h"
@@ -203,6 +204,7 @@ class Legalizer {
     std::vector<ValueType> in;
     for (auto v : ins) in.push_back(b.type(v));
     Verdict v = check(n, in);
+    if (!v.ok && fallback_) return emit_fallback(b, n, ins, in, v);
     if (!v.ok) unsupported(n, in, v);
     std::vector<ValueType> out = infer_types(n.op, in, n.attrs, "[dispatch]");
     DType dt = key_dtype(n, in, out);
@@ -241,8 +243,25 @@ class Legalizer {
   }
 
   DispatchReport report;
+  // Node index ranges of the output graph placed on the fallback device.
+  std::vector<std::pair<size_t, size_t>> fallback_ranges;
+  std::unique_ptr<Legalizer> fallback_;  // the fallback device's legalizer (null: no fallback)
 
  private:
+  // The node runs on the fallback device, legalized there; the report row says why and where.
+  std::vector<ValueId> emit_fallback(Builder& b, const Node& n, const std::vector<ValueId>& ins,
+                                     const std::vector<ValueType>& in, const Verdict& v) {
+    Verdict f = fallback_->check(n, in);
+    if (!f.ok) unsupported(n, in, {false, DispatchPath::Unsupported, v.why + "; fallback " + fallback_->dev_.name + ": " + f.why});
+    size_t first = b.graph().nodes.size();
+    auto r = fallback_->emit(b, n, ins);
+    fallback_ranges.push_back({first, b.graph().nodes.size()});
+    std::vector<ValueType> out = infer_types(n.op, in, n.attrs, "[dispatch]");
+    record(n.op, key_dtype(n, in, out), DispatchPath::Fallback,
+           "placed on " + fallback_->dev_.name + " (--fallback): " + v.why);
+    return r;
+  }
+
   // Rewrites insert converts through emit like any node, so they are checked and reported.
   ValueId emit_convert(Builder& b, ValueId x, DType t, const std::string& origin) {
     Node c{OpKind::Convert, {}, {}, {{"to", t}}, origin};
@@ -352,6 +371,7 @@ std::string_view dispatch_path_name(DispatchPath p) {
     case DispatchPath::Native: return "native";
     case DispatchPath::CommonIR: return "common-IR";
     case DispatchPath::Rewritten: return "rewritten";
+    case DispatchPath::Fallback: return "fallback";
     case DispatchPath::Unsupported: return "unsupported";
   }
   return "?";
@@ -368,6 +388,12 @@ Legalized legalize(const Graph& g, const std::string& device, const DispatchOpti
     RLX_CHECK(op_by_name(o, &k), "[dispatch] --force-native names unknown op '", o, "'");
   }
   Legalizer L(dev, opts);
+  const DispatchOptions none;  // the fallback device legalizes its nodes with no forcing and no fallback
+  if (!opts.fallback.empty() && opts.fallback != device) {
+    RLX_CHECK(opts.fallback == "cpu", "[dispatch] --fallback: only 'cpu' can take nodes another device cannot run, not '",
+              opts.fallback, "'");
+    L.fallback_ = std::make_unique<Legalizer>(device_info(opts.fallback), none);
+  }
   Legalized r;
   r.graph.name = g.name;
   Builder b(r.graph);
@@ -385,6 +411,11 @@ Legalized legalize(const Graph& g, const std::string& device, const DispatchOpti
     if (r.graph.values[v].name.empty()) r.graph.values[v].name = g.values[o].name;
   }
   L.report.device = device;
+  if (!L.fallback_ranges.empty()) {
+    r.placement.assign(r.graph.nodes.size(), "");
+    for (auto [a, e] : L.fallback_ranges)
+      for (size_t i = a; i < e; ++i) r.placement[i] = opts.fallback;
+  }
   r.report = std::move(L.report);
   return r;
 }
@@ -402,9 +433,11 @@ std::string DispatchReport::table() const {
                   std::string(dispatch_path_name(r.path)).c_str(), r.count, r.reason.c_str());
     os << buf;
   }
-  int counts[4] = {0, 0, 0, 0};
+  int counts[5] = {0, 0, 0, 0, 0};
   for (auto& r : rows) counts[static_cast<int>(r.path)] += r.count;
-  os << "  total: " << counts[0] << " native, " << counts[1] << " common-IR, " << counts[2] << " rewritten\n";
+  os << "  total: " << counts[0] << " native, " << counts[1] << " common-IR, " << counts[2] << " rewritten";
+  if (counts[3]) os << ", " << counts[3] << " fallback";
+  os << "\n";
   for (auto& n : notes) os << "  note: " << n << "\n";
   return os.str();
 }

@@ -5,6 +5,7 @@
 
 #include "dist/graph_hash.h"
 #include "lir/plan.h"
+#include "pipeline/placement.h"
 #include "passes/passes.h"
 #include "rlx/lir.h"
 #include "rlx/session.h"
@@ -28,6 +29,7 @@ struct CompiledModel::Impl {
     Graph hir;  // specialized
     Legalized mir;
     LirProgram lir;
+    std::vector<Segment> segs;  // --fallback placed nodes on another device: the graph in segments
     std::unique_ptr<Executable> exe;
   };
   std::map<std::string, Entry> cache;
@@ -47,11 +49,14 @@ struct CompiledModel::Impl {
     if (opts.verify) verify_graph(e.hir);
     dist::check_graph_on_all_ranks(e.hir);  // ranks must agree before the first collective
     e.mir = legalize(e.hir, opts.device, opts.dispatch);
+    if (!e.mir.placement.empty()) return compile_segments(key, std::move(e));
     e.mir.graph = eliminate_dead_code(fold_constants(e.mir.graph));
     if (opts.verify) verify_graph(e.mir.graph);
     e.lir = lower_to_lir(e.mir.graph, opts.fuse, /*plan=*/false);
-    schedule_lir(e.lir, backend_schedule(opts.device));
+    LirSchedule sched = backend_schedule(opts.device);
+    schedule_lir(e.lir, sched);
     if (opts.verify) verify_lir(e.lir);
+    if (sched.placement) notes.push_back("specialization " + key + ": " + sched.placement(e.lir));
     std::string changed;
     for (auto& [pass, n] : e.lir.passes)
       if (n) changed += (changed.empty() ? "" : ", ") + pass + " x" + std::to_string(n);
@@ -60,6 +65,34 @@ struct CompiledModel::Impl {
                     std::to_string(e.lir.arena_bytes) + " B vs " + std::to_string(e.lir.naive_bytes) +
                     " B unplanned); cache now " + std::to_string(cache.size() + 1));
     return cache.emplace(key, std::move(e)).first->second;
+  }
+
+  // Each segment compiles as a program of its own device (fold, DCE, lower, that device's passes).
+  Entry& compile_segments(const std::string& key, Entry e) {
+    e.segs = cut_segments(e.mir.graph, e.mir.placement, opts.device);
+    int kernels = 0;
+    for (auto& s : e.segs) {
+      s.graph = eliminate_dead_code(fold_constants(s.graph));
+      if (opts.verify) verify_graph(s.graph);
+      s.lir = lower_to_lir(s.graph, opts.fuse, /*plan=*/false);
+      LirSchedule sched = backend_schedule(s.device);
+      schedule_lir(s.lir, sched);
+      if (opts.verify) verify_lir(s.lir);
+      kernels += static_cast<int>(s.lir.kernels.size());
+      if (sched.placement) notes.push_back("specialization " + key + ": segment on " + s.device + ": " + sched.placement(s.lir));
+    }
+    notes.push_back("specialization " + key + ": --fallback " + opts.dispatch.fallback + ": " +
+                    segments_summary(e.segs, e.mir.graph));
+    notes.push_back("specialization " + key + ": compiled (" + std::to_string(kernels) + " kernels in " +
+                    std::to_string(e.segs.size()) + " segments); cache now " + std::to_string(cache.size() + 1));
+    return cache.emplace(key, std::move(e)).first->second;
+  }
+
+  // The executable of an entry: the device's, or the segments' when a fallback cut the graph.
+  Executable& exe_of(Entry& e) {
+    if (!e.exe) e.exe = e.segs.empty() ? make_executable(opts.device, e.lir) : make_segmented_executable(e.segs, e.mir.graph);
+    last_exe = e.exe.get();
+    return *e.exe;
   }
 
   Bindings default_bindings(Bindings b) const {
@@ -86,36 +119,31 @@ int CompiledModel::cache_size() const { return static_cast<int>(impl_->cache.siz
 std::vector<Tensor> CompiledModel::run(const std::vector<Tensor>& inputs) {
   Bindings b = bind_inputs(impl_->g, inputs);
   auto& e = impl_->get(b);
-  if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);
-  impl_->last_exe = e.exe.get();
-  return e.exe->run(inputs);
+  return impl_->exe_of(e).run(inputs);
 }
 
 // run_into: see session.h.
 void CompiledModel::run_into(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
   Bindings b = bind_inputs(impl_->g, inputs);
   auto& e = impl_->get(b);
-  if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);
-  impl_->last_exe = e.exe.get();
-  RLX_CHECK(outputs.size() == e.lir.outputs.size(), "[run_into] expected ", e.lir.outputs.size(),
-            " outputs, got ", outputs.size());
+  Executable& exe = impl_->exe_of(e);
+  const size_t nout = e.segs.empty() ? e.lir.outputs.size() : e.mir.graph.outputs.size();
+  RLX_CHECK(outputs.size() == nout, "[run_into] expected ", nout, " outputs, got ", outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const ValueType& t = e.lir.buffers[e.lir.outputs[i]].type;
+    const ValueType& t = e.segs.empty() ? e.lir.buffers[e.lir.outputs[i]].type : e.mir.graph.type(e.mir.graph.outputs[i]);
     RLX_CHECK(outputs[i].dtype() == t.dtype && outputs[i].shape() == static_dims(t.shape), "[run_into] output ", i,
               " is ", dtype_name(outputs[i].dtype()), " with ", outputs[i].numel(), " elements, expected ",
               dtype_name(t.dtype), shape_str(t.shape));
     for (auto& in : inputs)
       RLX_CHECK(in.raw() == nullptr || in.raw() != outputs[i].raw(), "[run_into] output ", i, " aliases an input");
   }
-  e.exe->run_into(inputs, outputs);
+  exe.run_into(inputs, outputs);
 }
 
 // executable: see session.h.
 Executable& CompiledModel::executable(const Bindings& b) {
   auto& e = impl_->get(impl_->default_bindings(b));
-  if (!e.exe) e.exe = make_executable(impl_->opts.device, e.lir);
-  impl_->last_exe = e.exe.get();
-  return *e.exe;
+  return impl_->exe_of(e);
 }
 
 std::map<std::string, Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inputs) {
@@ -145,6 +173,12 @@ std::string CompiledModel::dump(const std::string& level, const Bindings& b) {
   auto& e = impl_->get(impl_->default_bindings(b));
   if (level == "hir") return print_graph(e.hir);
   if (level == "mir") return print_graph(e.mir.graph);
+  if (level == "lir" && !e.segs.empty()) {
+    std::string s;
+    for (size_t k = 0; k < e.segs.size(); ++k)
+      s += "# segment " + std::to_string(k) + " on " + e.segs[k].device + "\n" + print_lir(e.segs[k].lir, true);
+    return s;
+  }
   if (level == "lir") return print_lir(e.lir, true);
   fail("[compile] unknown dump level '", level, "' (hir|mir|lir)");
 }

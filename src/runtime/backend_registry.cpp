@@ -14,6 +14,7 @@ void register_cuda_backend();  // src/backends/cuda
 void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/portable
 void register_tpu_backend();  // src/backends/tpu (PJRT plugin dlopened at first use)
 void register_mlx_backend();  // src/backends/mlx (no-op when MLX is compiled out)
+void register_oneapi_backend();         // src/backends/oneapi (a no-op when built without oneDNN)
 
 namespace {
 struct Registered {
@@ -33,6 +34,7 @@ std::map<std::string, Registered>& builtins() {
     register_portable_gpu_backends();  // registered always; device_info probes loader + device
     register_tpu_backend();
     register_mlx_backend();
+    register_oneapi_backend();
   });
   return registry();
 }

@@ -78,7 +78,7 @@ TEST(LirRewrite, TableNamesEveryPassOnceWithASummary) {
   }
   EXPECT_EQ(find_lir_pass("no-such-pass"), nullptr);
   LirProgram p = lower(bert_attention(false));
-  EXPECT_THROW(schedule_lir(p, LirSchedule{{"no-such-pass"}, {}}), Error);
+  EXPECT_THROW(schedule_lir(p, LirSchedule{{"no-such-pass"}, {}, {}}), Error);
 }
 
 TEST(LirRewrite, UsesCountReadersViewsAndOutputs) {

@@ -4,7 +4,8 @@
 //     a library Add of a constant bias [N] that only reads its result becomes the Linear's bias;
 //     the Linear kernels (packed GEMM, epilogues) then apply.
 //   residual-into-linear: Linear -> Add(y, r) becomes a Linear whose epilogue adds r (attr cpu_res =
-//     r's input slot); r must exist when the Linear runs. A bias-less Linear -> generated
+//     r's input slot); r must exist when the Linear runs, and the Linear has no activation (the
+//     epilogues add r before it). A bias-less Linear -> generated
 //     add(add(y, bias), r) (an ONNX export's MatMul + bias + residual) takes bias and residual.
 //   layernorm-into-linear: a Linear with a residual epilogue whose output only a LayerNorm over the
 //     last dim reads runs that LayerNorm on each finished row block (attrs cpu_ln_g/_b/_eps; the
@@ -128,6 +129,8 @@ int pass_residual_into_linear(LirProgram& p, const LirAbsorbs&) {
   int changed = 0;
   for (size_t l = 0; l < p.kernels.size(); ++l) {
     if (dead[l] || !lir_plain_linear(p, p.kernels[l])) continue;
+    // The GEMM epilogues add the residual before the activation: act(x W + b) + r is not one of them.
+    if (activation(p.kernels[l]) != "none" && !activation(p.kernels[l]).empty()) continue;
     int y = p.kernels[l].out[0];
     if (!lir_sole_reader(p, u, y, u.readers[y].empty() ? -1 : u.readers[y][0])) continue;
     int ak = u.readers[y][0];

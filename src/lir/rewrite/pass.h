@@ -52,6 +52,9 @@ const LirPass* find_lir_pass(const std::string& name);
 struct LirSchedule {
   std::vector<std::string> passes;  // in order; after_plan passes run after plan_memory
   LirAbsorbs absorbs;
+  // A backend that runs kernels on more than one engine (oneapi: oneDNN or the cpu kernels) says
+  // where each kernel of a scheduled program runs, as one line of the compile report.
+  std::function<std::string(const LirProgram& p)> placement;
 };
 
 // Runs the schedule on a program lowered without a plan (lower_to_lir(g, fuse, false)): its

@@ -143,7 +143,7 @@ Graph build_bert_graph(const BertConfig& c, const HfWeights& weights, const Bert
   return g;
 }
 
-SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& device,
+SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& device, const std::string& fallback,
                                    const std::function<Graph(const Graph&)>& transform) {
   HfModelDir m = HfModelDir::open(dir);
   cfg_ = BertConfig::from_json(m.config, dir);
@@ -158,6 +158,7 @@ SentenceEmbedder::SentenceEmbedder(const std::string& dir, const std::string& de
   opt.normalize = pipe_.normalize;
   CompileOptions co;
   co.device = device;
+  co.dispatch.fallback = fallback;
   co.verify = false;  // the graph is built by code, verified by its tests; skip per-shape re-verification
   Graph g = build_bert_graph(cfg_, m.weights, opt);
   if (transform) g = transform(g);

@@ -37,8 +37,9 @@ Graph build_bert_graph(const BertConfig& cfg, const HfWeights& weights, const Be
 // (batch, seq) shape, cached by CompiledModel).
 class SentenceEmbedder {
  public:
+  // fallback: DispatchOptions::fallback ("cpu": nodes the device cannot run go to cpu).
   // `transform` (optional) rewrites the built graph before compilation (e.g. shard_tensor_parallel).
-  SentenceEmbedder(const std::string& dir, const std::string& device = "cpu",
+  SentenceEmbedder(const std::string& dir, const std::string& device = "cpu", const std::string& fallback = "",
                    const std::function<Graph(const Graph&)>& transform = {});
   ~SentenceEmbedder();
   // f32 [N, hidden]; sentences are batched `batch_size` at a time, each batch padded to its longest.
