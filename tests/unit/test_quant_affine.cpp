@@ -56,12 +56,15 @@ void check_all_paths(const Graph& g, const std::vector<Tensor>& in, const char* 
   Graph d = decompose_all(g);
   expect_same(reference_run(d, in)[0], want, (std::string(what) + " decomposed").c_str());
   CompileOptions native, common;
-  for (int i = 0; i < num_ops(); ++i)
+  for (int i = 0; i < num_ops(); ++i) {
     if (op_info(static_cast<OpKind>(i)).group == OpGroup::Quant) common.dispatch.force_common.insert(std::string(op_name(static_cast<OpKind>(i))));
+  }
   CompiledModel mn(g, native), mc(g, common);
   expect_same(mn.run(in)[0], want, (std::string(what) + " cpu").c_str());
   expect_same(mc.run(in)[0], want, (std::string(what) + " cpu common").c_str());
-  if (cpu_native) EXPECT_NE(mn.report().table().find("native"), std::string::npos) << mn.report().table();
+  if (cpu_native) {
+    EXPECT_NE(mn.report().table().find("native"), std::string::npos) << mn.report().table();
+  }
 }
 
 Attrs requant_attrs(const std::vector<int64_t>& m, const std::vector<int64_t>& s, int64_t zp, DType dt, const char* r) {
@@ -248,4 +251,57 @@ TEST(GemmInt8, PathsBitExact) {
   std::string names;
   for (Path p : paths) names += std::string(path_name(p)) + " ";
   RecordProperty("paths", names);
+}
+
+// fuse-qdq before/after: Q -> DQ -> matmul(., DQ(const w)) + const bias -> Q -> DQ becomes one
+// qlinear with u8 output and an i32 bias; a matmul of two activations stays float, and says why.
+TEST(QuantAffine, FuseQdqRewritesContractions) {
+  Graph g;
+  Builder b(g);
+  const int64_t M = 6, K = 24, N = 10;
+  ValueId x = b.input("x", DType::f32, Shape{M, K});
+  auto scalar_f = [&](float v) { return b.constant(Tensor::from(DType::f32, {}, std::vector<float>{v})); };
+  auto scalar_q = [&](DType dt, int v) { return b.constant(Tensor::from(dt, {}, std::vector<int>{v})); };
+  ValueId sx = scalar_f(0.02f), zx = scalar_q(DType::u8, 128);
+  ValueId xd = b.op1(OpKind::DequantizeAffine, {b.op1(OpKind::QuantizeAffine, {x, sx, zx}), sx, zx});
+  Tensor wq = rand_t(DType::i8, {K, N}, 3);
+  Tensor ws(DType::f32, {N});
+  for (int64_t j = 0; j < N; ++j) ws.set(j, 0.01 + 0.001 * j);
+  ValueId wd = b.op1(OpKind::DequantizeAffine, {b.constant(wq), b.constant(ws), b.constant(Tensor(DType::i8, {N}))},
+                     {{"axis", int64_t{1}}});
+  ValueId mmv = b.matmul(xd, wd);
+  g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(mmv)].producer)].name = "fc";
+  ValueId y = b.add(mmv, b.constant(rand_t(DType::f32, {N}, 4, -0.5, 0.5)));
+  ValueId sy = scalar_f(0.05f), zy = scalar_q(DType::u8, 100);
+  ValueId yd = b.op1(OpKind::DequantizeAffine, {b.op1(OpKind::QuantizeAffine, {y, sy, zy}), sy, zy});
+  b.output(yd);
+  b.output(b.matmul(xd, b.transpose(xd, {1, 0})));  // activation x activation: stays float
+  std::vector<std::string> rep;
+  Graph f = fuse_qdq(g, &rep);
+  int ql = 0, mm = 0;
+  for (const Node& n : f.nodes) {
+    ql += n.op == OpKind::QLinear;
+    mm += n.op == OpKind::MatMul;
+    if (n.op == OpKind::QLinear) {
+      EXPECT_EQ(attr_dtype(n, "dtype"), DType::u8);
+      EXPECT_EQ(n.inputs.size(), 3u);  // the bias became i32
+    }
+  }
+  EXPECT_EQ(ql, 1);
+  EXPECT_EQ(mm, 1);
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_NE(rep[0].find("fuse-qdq: int8 'fc' (matmul) -> qlinear (u8 out, i32 bias)"), std::string::npos) << rep[0];
+  EXPECT_NE(rep[1].find("fuse-qdq: float"), std::string::npos) << rep[1];
+  EXPECT_NE(rep[1].find("weight is not dequantized"), std::string::npos) << rep[1];
+  Tensor xt = rand_t(DType::f32, {M, K}, 9, -2, 2);
+  auto want = reference_run(g, {xt}), got = reference_run(f, {xt});
+  // Float requantization vs exact fixed point (and the bias rounded to the accumulator grid): at
+  // most one output step apart.
+  int same = 0;
+  for (int64_t i = 0; i < want[0].numel(); ++i) {
+    EXPECT_LE(std::abs(want[0].get(i) - got[0].get(i)), 0.05 + 1e-6) << i;
+    same += want[0].get(i) == got[0].get(i);
+  }
+  EXPECT_GE(same, want[0].numel() * 8 / 10);
+  expect_same(got[1], want[1], "float matmul");
 }

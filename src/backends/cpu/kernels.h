@@ -64,6 +64,9 @@ void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
 void qlinear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void qmatmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 std::shared_ptr<const void> qlinear_prepack(const Tensor& w);
+// quantize_affine / dequantize_affine element loops (quant_affine.cpp).
+void quantize_affine(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void dequantize_affine(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void qlinear_packed(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const void* packed);
 
 // Gaussian splatting ops on the pool (splat.cpp): the kernel for f32/f64, else nullptr.

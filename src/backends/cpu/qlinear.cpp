@@ -46,6 +46,12 @@ T pick(const std::vector<T>& v, int64_t n) {
   return v.size() == 1 ? v[0] : v[static_cast<size_t>(n)];
 }
 
+// A per-tensor (1-entry) list as one entry per column.
+template <class T>
+void expand(std::vector<T>& v, int64_t n) {
+  if (v.size() == 1) v.assign(static_cast<size_t>(n), v[0]);
+}
+
 void finish_epilogue(Epilogue& e, const qgemm::PackedB& b, const int32_t* bias) {
   int64_t N = b.N;
   e.colterm.resize(static_cast<size_t>(N));
@@ -58,30 +64,34 @@ void finish_epilogue(Epilogue& e, const qgemm::PackedB& b, const int32_t* bias) 
   }
 }
 
-// Rows [m0, m1) of the GEMM, then the epilogue into out (row stride N, dtype by e.kind).
+// Rows [m0, m1) of the GEMM, then the epilogue into out (row stride N, dtype by e.kind); one loop
+// per output kind so each is a plain vectorizable loop over the columns.
 void run_rows(const qgemm::PackedA& a, const qgemm::PackedB& b, const Epilogue& e, int64_t m0, int64_t m1, void* out) {
   const int64_t N = b.N, kBlock = 48;
   std::vector<int32_t> C(static_cast<size_t>(std::min(kBlock, m1 - m0) * N));
+  const uint32_t* wz = reinterpret_cast<const uint32_t*>(e.wz.data());
+  const uint32_t* ct = e.colterm.data();
   for (int64_t r0 = m0; r0 < m1; r0 += kBlock) {
     int64_t r1 = std::min(m1, r0 + kBlock);
     qgemm::gemm(a, b, r0, r1, C.data(), N);
     for (int64_t m = r0; m < r1; ++m) {
-      const int32_t* c = C.data() + (m - r0) * N;
-      uint32_t rs = static_cast<uint32_t>(a.rowsum[static_cast<size_t>(m)]);
-      for (int64_t n = 0; n < N; ++n) {
-        uint32_t u = static_cast<uint32_t>(c[n]) - static_cast<uint32_t>(e.wz[static_cast<size_t>(n)]) * rs +
-                     e.colterm[static_cast<size_t>(n)];
-        int32_t acc = static_cast<int32_t>(u);
-        int64_t o = m * N + n;
-        if (e.kind == OutKind::I32) {
-          static_cast<int32_t*>(out)[o] = acc;
-        } else if (e.kind == OutKind::F32) {
-          float y = static_cast<float>(acc) * pick(e.scale, n);
-          static_cast<float*>(out)[o] = e.relu && y < 0 ? 0.0f : y;
-        } else {
-          int32_t y = quant::requantize(acc, pick(e.mul, n), pick(e.shift, n), e.zp, e.lo, e.hi, e.mode);
-          if (e.lo < 0) static_cast<int8_t*>(out)[o] = static_cast<int8_t>(y);
-          else static_cast<uint8_t*>(out)[o] = static_cast<uint8_t>(y);
+      int32_t* c = C.data() + (m - r0) * N;
+      const uint32_t rs = static_cast<uint32_t>(a.rowsum[static_cast<size_t>(m)]);
+      for (int64_t n = 0; n < N; ++n)  // the zero-point corrections, mod 2^32
+        c[n] = static_cast<int32_t>(static_cast<uint32_t>(c[n]) - wz[n] * rs + ct[n]);
+      if (e.kind == OutKind::I32) {
+        std::copy(c, c + N, static_cast<int32_t*>(out) + m * N);
+      } else if (e.kind == OutKind::F32) {
+        float* y = static_cast<float*>(out) + m * N;
+        const float* sc = e.scale.data();
+        for (int64_t n = 0; n < N; ++n) y[n] = static_cast<float>(c[n]) * sc[n];
+        if (e.relu)
+          for (int64_t n = 0; n < N; ++n) y[n] = y[n] < 0 ? 0.0f : y[n];
+      } else {
+        for (int64_t n = 0; n < N; ++n) {
+          int32_t v = quant::requantize(c[n], e.mul[static_cast<size_t>(n)], e.shift[static_cast<size_t>(n)], e.zp, e.lo, e.hi, e.mode);
+          if (e.lo < 0) static_cast<int8_t*>(out)[m * N + n] = static_cast<int8_t>(v);
+          else static_cast<uint8_t*>(out)[m * N + n] = static_cast<uint8_t>(v);
         }
       }
     }
@@ -127,6 +137,7 @@ void qlinear_with(const Node& n, const std::vector<Tensor>& in, std::vector<Tens
     RLX_CHECK(quant::parse_rounding(attr_str(n, "rounding"), &e.mode), "[cpu] qlinear: bad rounding");
   }
   finish_epilogue(e, b, in.size() > 2 ? in[2].data<int32_t>() : nullptr);
+  expand(e.scale, b.N), expand(e.mul, b.N), expand(e.shift, b.N);
   qgemm::PackedA a = qgemm::pack_a(x.data<uint8_t>(), M, K, K, xs, b.path);
   run(a, b, e, out[0].raw());
 }
