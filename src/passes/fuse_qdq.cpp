@@ -164,7 +164,7 @@ Graph fuse_qdq(const Graph& g, std::vector<std::string>* report) {
     std::vector<int64_t> mul, sh;
     if (int_out) {
       for (int64_t j = 0; j < N && int_out; ++j) {
-        int32_t m, s;
+        int32_t m = 0, s = 0;
         int_out = quant::quantize_multiplier(p.acc_scale[static_cast<size_t>(j)] / qs[0], &m, &s);
         mul.push_back(m), sh.push_back(s);
       }

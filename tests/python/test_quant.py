@@ -57,7 +57,6 @@ def test_ort_quantize_static_runs_int8_in_rlx(tmp_path, per_channel):
     m = rlx.CompiledModel(g)
     got = m.run({"x": x})["y"]
     notes = "\n".join(m.report_notes())
-    assert "fuse-qdq: int8 'fc1" in notes or "fuse-qdq: int8 'fc1'" in notes or notes.count("fuse-qdq: int8") == 2, notes
     assert notes.count("fuse-qdq: int8") == 2, notes
     assert "qlinear" in m.report()
     # ORT's int8 kernels requantize in f32, RLX in exact fixed point: outputs may differ by one step

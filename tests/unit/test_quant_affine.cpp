@@ -101,12 +101,12 @@ TEST(QuantAffine, FixedPointTiesAndSigns) {
 
 TEST(QuantAffine, QuantizeMultiplierEncodes) {
   for (double s : {1.0, 0.5, 0.75, 1e-3, 3.3e-7, 1.999, 2e-9}) {
-    int32_t m, sh;
+    int32_t m = 0, sh = 0;
     ASSERT_TRUE(quant::quantize_multiplier(s, &m, &sh)) << s;
     EXPECT_GE(m, 1 << 30);
     EXPECT_NEAR(quant::multiplier_value(m, sh) / s, 1.0, 1e-9) << s;
   }
-  int32_t m, sh;
+  int32_t m = 0, sh = 0;
   EXPECT_FALSE(quant::quantize_multiplier(0.0, &m, &sh));
   EXPECT_FALSE(quant::quantize_multiplier(4.0, &m, &sh));  // needs shift < -30
   EXPECT_FALSE(quant::quantize_multiplier(std::nan(""), &m, &sh));
@@ -199,8 +199,8 @@ TEST(GemmInt8, QLinearCpuMatchesReference) {
     std::vector<double> sc;
     bool per = variant >= 2;
     for (int64_t n = 0; n < (per ? N : 1); ++n) {
-      int32_t mm, ss;
-      quant::quantize_multiplier(1e-3 * (1 + n % 5), &mm, &ss);
+      int32_t mm = 0, ss = 0;
+      ASSERT_TRUE(quant::quantize_multiplier(1e-3 * (1 + n % 5), &mm, &ss));
       mul.push_back(mm), sh.push_back(ss), sc.push_back(1e-3 * (1 + n % 3));
       wz.push_back(variant == 5 ? static_cast<int64_t>(n % 7) - 3 : 0);
     }

@@ -243,8 +243,8 @@ QuantizeReport quantize_onnx(const std::string& in_path, const std::string& out_
     const Candidate& c = *it->second;
     std::string xs = c.x + "_scale", xz = c.x + "_zero_point", xq = c.x + "_quantized", xd = c.x + "_dequantized";
     if (xq_done.insert(c.x).second) {
-      float s;
-      uint8_t z;
+      float s = 1;
+      uint8_t z = 0;
       activation_params(ranges[c.x], o, &s, &z);
       *g->add_initializer() = make_init(xs, Tensor::from(DType::f32, {}, std::vector<float>{s}));
       *g->add_initializer() = make_init(xz, Tensor::from(DType::u8, {}, std::vector<int>{z}));
