@@ -4,7 +4,7 @@
 // requantize(acc, m, shift): the exact rational acc * m / 2^(31 + shift), rounded ONCE (half to
 // even, or half away from zero), then + zero_point, then saturated to the output type's range.
 //   * m is a non-negative Q31 multiplier (quantize_multiplier gives m in [2^30, 2^31) for scale > 0);
-//   * shift is a right shift, -30 <= shift <= 31, so 1 <= 31 + shift <= 62: scales from 2^-62 to 2.
+//   * shift is a right shift, -30 <= shift <= 31, so 1 <= 31 + shift <= 62: scales from 2^-32 to 2^30.
 //   * |acc * m| < 2^62, so the product and the rounding fit int64 with no intermediate rounding —
 //     unlike gemmlowp/TFLite's two-step SaturatingRoundingDoublingHighMul + RoundingDivideByPOT.
 // quantize(x, scale, zp): saturate(round_half_even(x / scale) + zp), the quotient in f32 (ONNX).

@@ -108,7 +108,10 @@ TEST(QuantAffine, QuantizeMultiplierEncodes) {
   }
   int32_t m = 0, sh = 0;
   EXPECT_FALSE(quant::quantize_multiplier(0.0, &m, &sh));
-  EXPECT_FALSE(quant::quantize_multiplier(4.0, &m, &sh));  // needs shift < -30
+  EXPECT_TRUE(quant::quantize_multiplier(4.0, &m, &sh));
+  EXPECT_EQ(quant::multiplier_value(m, sh), 4.0);
+  EXPECT_FALSE(quant::quantize_multiplier(2e9, &m, &sh));    // needs shift < -30
+  EXPECT_FALSE(quant::quantize_multiplier(1e-11, &m, &sh));  // needs shift > 31
   EXPECT_FALSE(quant::quantize_multiplier(std::nan(""), &m, &sh));
 }
 
