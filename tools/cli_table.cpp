@@ -327,6 +327,24 @@ std::vector<Command> make_table() {
        "docs/ops.md",
        cmd_ops});
   t.push_back(
+      {"quantize",
+       "post-training static int8: calibrate an ONNX model's MatMul activations, write a QDQ model "
+       "(ONNX Runtime and RLX run it in int8) and print each layer's error against float",
+       "rlx quantize MODEL.onnx --calib N|DATA.npz [--method minmax|percentile] [--per-channel] --out FILE.onnx",
+       {{"MODEL", "the float ONNX model"}},
+       {text("calib", "N|DATA", "N random batches, or a .npz with one array [batches, ...] per model input", "8"),
+        choice("method", "how activation ranges are chosen", "minmax", {"minmax", "percentile"}),
+        real("percentile", "P", "percentile method: the share of values kept inside the range, in %", "99.99"),
+        flag("per-channel", "one weight scale per output channel (else one per tensor)"),
+        path("out", "FILE", "the QDQ model to write").out({".onnx"}).req(),
+        bind_flag(),
+        device_flag("the device calibration and the error table run on"),
+        flag("quiet", "no progress line")},
+       "Activations are u8 asymmetric per tensor, weights i8 symmetric; the error table compares each "
+       "MatMul's output with float on the first calibration batch (SQNR = 10 log10(|f|^2 / |f - q|^2)).",
+       "docs/quantization.md",
+       cmd_quantize});
+  t.push_back(
       {"help",
        "this overview, or a command's arguments and flags; --markdown prints README.md's command table",
        "rlx help [COMMAND] [--markdown]",

@@ -25,6 +25,7 @@ int cmd_train_mnist(const Args& a);  // tools/train_mnist.cpp
 int cmd_bench(const Args& a);        // tools/bench.cpp
 int cmd_splat(const Args& a);        // tools/splat.cpp
 int cmd_launch(const Args& a);       // tools/launch.cpp
+int cmd_quantize(const Args& a);     // tools/quantize.cpp
 
 std::vector<std::string> split(const std::string& s, char sep);
 Bindings bind_map(const Graph& g, const std::map<std::string, Tensor>& inputs);

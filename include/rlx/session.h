@@ -20,6 +20,7 @@ struct CompileOptions {
   DispatchOptions dispatch;
   bool verify = true;  // run verifiers between passes
   bool fuse = true;    // elementwise fusion into generated kernels
+  bool fuse_qdq = true;  // QDQ contractions -> int8 qlinear (src/passes/fuse_qdq.cpp)
 };
 
 class CompiledModel {

@@ -555,6 +555,23 @@ def stop_gradient(x: Value) -> Value:
 
 __all__.append("stop_gradient")
 
+
+def quantize(model: str, out: str, *, calib: _Union[int, str] = 8, method: str = "minmax",
+             per_channel: bool = False, percentile: float = 99.99, bind: _Mapping[str, int] | None = None,
+             device: str = "cpu") -> dict:
+    """Post-training static int8 of an ONNX model into a QDQ model at ``out`` (as ``rlx quantize``).
+
+    ``calib``: a number of random batches, or a .npz with one array [batches, ...] per model input.
+    Returns {"layers": [{"name", "int8", "why", "sqnr_db", "cosine"}], "output_sqnr_db",
+    "output_cosine", "batches"}.
+    """
+    n, f = (calib, "") if isinstance(calib, int) else (0, str(calib))
+    return _rlx.quantize_onnx(str(model), str(out), method, float(percentile), bool(per_channel), int(n), f,
+                              {str(k): int(v) for k, v in (bind or {}).items()}, device)
+
+
+__all__.append("quantize")
+
 # Dense linear algebra with numpy in and out: rlx.linalg.cholesky, solve, eigh, ... (python/rlx/linalg.py)
 from . import linalg  # noqa: E402
 

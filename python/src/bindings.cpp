@@ -320,6 +320,7 @@ void bind_splat(nb::module_& m);  // bind_splat.cpp
 
 namespace rlx {
 void bind_llm(nb::module_& m);  // python/src/bind_llm.cpp
+void bind_quant(nb::module_& m);  // python/src/bind_quant.cpp
 }
 
 NB_MODULE(_rlx, m) {
@@ -328,6 +329,7 @@ NB_MODULE(_rlx, m) {
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
   bind_sparse(m);
   bind_splat(m);
+  bind_quant(m);
 
   auto dt = nb::enum_<DType>(m, "DType");
   for (int i = 0; i < kNumDTypes; ++i) {

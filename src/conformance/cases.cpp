@@ -74,6 +74,17 @@ Tensor packed_blocks(const char* type, int64_t rows, int64_t k, std::mt19937& rn
   return t;
 }
 
+// Random i8/u8 bytes, or i32 in [-100000, 100000] (accumulator-sized), for the affine int8 ops.
+Tensor int_bytes(DType dt, std::vector<int64_t> shape, std::mt19937& rng) {
+  Tensor t(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::i8) t.data<int8_t>()[i] = static_cast<int8_t>(rng());
+    else if (dt == DType::u8) t.data<uint8_t>()[i] = static_cast<uint8_t>(rng());
+    else t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 200001) - 100000;
+  }
+  return t;
+}
+
 struct CaseBuilder {
   ConformanceCase c;
   Builder b{c.graph};
@@ -253,6 +264,40 @@ bool build(O op, DType dt, ConformanceCase* out) {
       outs = b.op(op, {x, cb.in_tensor(packed_blocks("Q8_0", 5, 64, cb.rng))}, {{"type", "Q8_0"}, {"k", int64_t{64}}});
       break;
     }
+    // affine int8 (docs/quantization.md)
+    case O::QuantizeAffine: {
+      auto x = cb.in(dt, {3, 5});
+      Tensor s(DType::f32, {5}), z(DType::u8, {5});
+      for (int64_t i = 0; i < 5; ++i) s.set(i, 0.01 * (i + 1)), z.set(i, 120 + 3 * i);
+      outs = b.op(op, {x, cb.in_tensor(s), cb.in_tensor(z)}, {{"axis", int64_t{1}}});
+      break;
+    }
+    case O::DequantizeAffine: {
+      auto q = cb.in_tensor(int_bytes(dt, {3, 5}, cb.rng));
+      Tensor z(dt, {});
+      z.set(0, 3);
+      outs = b.op(op, {q, cb.in_tensor(Tensor::from(DType::f32, {}, std::vector<float>{0.05f})), cb.in_tensor(z)});
+      break;
+    }
+    case O::QMatMul: {
+      Tensor az(dt, {}), bz(DType::i8, {4});
+      az.set(0, 5);
+      for (int64_t i = 0; i < 4; ++i) bz.set(i, static_cast<double>(i) - 2);
+      outs = b.op(op, {cb.in_tensor(int_bytes(dt, {2, 3, 7}, cb.rng)), cb.in_tensor(int_bytes(DType::i8, {7, 4}, cb.rng)),
+                       cb.in_tensor(az), cb.in_tensor(bz)});
+      break;
+    }
+    case O::Requantize:
+      outs = b.op(op, {cb.in_tensor(int_bytes(dt, {4, 3}, cb.rng))},
+                  {{"multiplier", std::vector<int64_t>{1 << 30, 1395864371, 2147483647}},
+                   {"shift", std::vector<int64_t>{9, 4, -2}}, {"axis", int64_t{1}}, {"zero_point", int64_t{3}}});
+      break;
+    case O::QLinear:
+      outs = b.op(op, {cb.in_tensor(int_bytes(dt, {3, 16}, cb.rng)), cb.in_tensor(int_bytes(DType::i8, {5, 16}, cb.rng)),
+                       cb.in_tensor(int_bytes(DType::i32, {5}, cb.rng))},
+                  {{"x_zero_point", int64_t{3}}, {"multiplier", std::vector<int64_t>{1125899907}},
+                   {"shift", std::vector<int64_t>{9}}, {"zero_point", int64_t{2}}});
+      break;
     // dense linear algebra: well-conditioned inputs, so every device's kernel agrees to its dtype
     case O::Cholesky:
     case O::Eigh: outs = b.op(op, {cb.in_tensor(conditioned(dt, 2, 5, cb.rng, true))}); break;

@@ -136,6 +136,9 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_hir(cpu.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, DTypeSet::of({D::f32, D::f64}));
     add_hir(cpu.caps, {OpKind::LayerNorm, OpKind::Attention}, f32);
     add_hir(cpu.caps, {OpKind::DequantMatMul}, f32);  // packed kernel, backends/cpu/dequant_matmul.cpp
+    add_hir(cpu.caps, {OpKind::QLinear, OpKind::QMatMul}, DTypeSet::of({D::i8, D::u8}));  // int8 GEMM, backends/cpu/qlinear.cpp
+    add_hir(cpu.caps, {OpKind::QuantizeAffine}, f32);                                     // backends/cpu/quant_affine.cpp
+    add_hir(cpu.caps, {OpKind::DequantizeAffine}, DTypeSet::of({D::i8, D::u8, D::i32}));
     for (int i = 0; i < num_ops(); ++i)  // CSR ops, backends/cpu/sparse.cpp
       if (sparse::is_sparse_op(static_cast<OpKind>(i))) cpu.caps.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
     add_hir(cpu.caps, {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatSh, OpKind::SplatRasterize,

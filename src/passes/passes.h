@@ -27,6 +27,10 @@ Graph eliminate_dead_code(const Graph& g);
 // fold-constants: evaluates nodes whose inputs are all constants (outputs up to `max_elems`
 // elements) with the reference interpreter and replaces them by constants.
 Graph fold_constants(const Graph& g, int64_t max_elems = 1 << 16);
+// fuse-qdq: matmul/linear between dequantize_affine'd i8/u8 values (a per-tensor activation, a
+// constant weight) -> qlinear (int8 out when quantize_affine follows, else f32); folds the remaining
+// constant dequantize_affine nodes. `report` gets one line per contraction: int8 or float, and why.
+Graph fuse_qdq(const Graph& g, std::vector<std::string>* report = nullptr);
 // Elementwise fusion groups: group id per node (-1 = not fused); nodes of a group share one output
 // shape and form a chain whose intermediate values have a single consumer.
 std::vector<int> plan_fusion(const Graph& g);

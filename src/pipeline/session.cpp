@@ -46,6 +46,11 @@ struct CompiledModel::Impl {
     }
     Entry e;
     e.hir = specialize_shapes(g, b);
+    if (opts.fuse_qdq) {
+      std::vector<std::string> lines;
+      e.hir = fuse_qdq(e.hir, &lines);
+      for (auto& l : lines) notes.push_back("specialization " + key + ": " + l);
+    }
     if (opts.verify) verify_graph(e.hir);
     dist::check_graph_on_all_ranks(e.hir);  // ranks must agree before the first collective
     e.mir = legalize(e.hir, opts.device, opts.dispatch);

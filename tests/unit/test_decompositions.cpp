@@ -132,6 +132,8 @@ static const std::set<std::string> kCovered = {"matmul",      "linear",         
                                                "dequant_matmul",   // Decomp.DequantMatMul
                                                "dequantize",       // Quant.DequantizeDecompositionMatchesReference
                                                "splat_sh",         // Decomp.SplatSh
+                                               "quantize_affine", "dequantize_affine", "qmatmul", "requantize",
+                                               "qlinear",  // QuantAffine.* (tests/unit/test_quant_affine.cpp)
                                                "stop_gradient"};   // Decomp.StopGradient
 
 TEST(DecompCoverage, EveryHirOpHasCases) {

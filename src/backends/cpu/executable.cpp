@@ -68,6 +68,13 @@ class CpuExecutable : public Executable {
         }
       }
       packed_.push_back(std::move(wp));
+      // Constant qlinear weights: packed once for the int8 GEMM (cpu::qlinear_packed).
+      std::shared_ptr<const void> qp;
+      if (k.kind == KernelKind::Library && k.op == OpKind::QLinear && k.in.size() >= 2) {
+        const LirBuffer& w = p_.buffers[k.in[1]];
+        if (w.kind == BufferKind::Const && w.type.dtype == DType::i8 && w.value.rank() == 2) qp = cpu::qlinear_prepack(w.value);
+      }
+      qpacked_.push_back(std::move(qp));
       conv_epi_.push_back(k.kind == KernelKind::Library ? cpu::conv_epi_prepare(k, p_) : nullptr);
       std::string label = k.label();  // fused forms the LIR passes made get their own profile rows
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
@@ -142,6 +149,8 @@ class CpuExecutable : public Executable {
       } else if (kr.kind == KernelKind::Library && kr.op == OpKind::Conv) {
         cpu::conv_packed(nodes_[k], in, out, packed_[k].empty() ? nullptr : packed_[k].data(), conv_epi_[k].get());
       } else if (!packed_[k].empty() && cpu::linear_fast(nodes_[k], in, out, packed_[k].data())) {
+      } else if (qpacked_[k]) {
+        cpu::qlinear_packed(nodes_[k], in, out, qpacked_[k].get());
       } else {
         cpu::KernelFn fn = cpu::find_kernel(kr.op, in.empty() ? out[0].dtype() : in[0].dtype());
         (fn ? fn : &cpu::generic_kernel)(nodes_[k], in, out);
@@ -239,6 +248,7 @@ class CpuExecutable : public Executable {
   std::vector<Graph> single_;  // per kernel: a one-node body for lone elementwise ops, else empty
   std::unique_ptr<cpu::JitProgram> jit_;
   std::vector<std::string> labels_;
+  std::vector<std::shared_ptr<const void>> qpacked_;  // per kernel: the packed constant qlinear weight, or null
   std::vector<PackedWeight> packed_;  // per kernel: the packed constant Linear or conv weight, or empty
   std::vector<std::shared_ptr<const cpu::ConvEpiPlan>> conv_epi_;  // per kernel: a fused conv epilogue, or null
   bool prepared_ = false;

@@ -27,6 +27,10 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::Pad: return &pad;
     case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // dequant_matmul.cpp
     case OpKind::Dequantize: return &dequantize;
+    case OpKind::QLinear: return dt == DType::i8 || dt == DType::u8 ? &qlinear : nullptr;  // qlinear.cpp
+    case OpKind::QuantizeAffine: return dt == DType::f32 ? &quantize_affine : nullptr;  // quant_affine.cpp
+    case OpKind::DequantizeAffine: return &dequantize_affine;
+    case OpKind::QMatMul: return dt == DType::i8 || dt == DType::u8 ? &qmatmul : nullptr;
     case OpKind::Conv: return dt == DType::f32 ? &conv : nullptr;                      // conv.cpp
     case OpKind::ReduceWindow: return dt == DType::f32 ? &reduce_window : nullptr;     // pool.cpp
     case OpKind::SplatProject:

@@ -2,6 +2,7 @@
 // (src/dispatch/devices.cpp); every other primitive runs a generic kernel built on the reference
 // implementation. The fast-CPU work replaces entries here without touching the executor.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "rlx/graph.h"
@@ -57,6 +58,16 @@ KernelFn find_linalg_kernel(OpKind op, DType dt);
 // GGUF/Qwen3: packed GGML-block weights, dequant_matmul.cpp.
 void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+// Affine int8 (qlinear.cpp on qgemm.h): qlinear with w [N, K] i8, qmatmul with b [K, N]; a constant
+// qlinear weight is packed once (qlinear_prepack) for the int8 GEMM path in use.
+void qlinear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void qmatmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+std::shared_ptr<const void> qlinear_prepack(const Tensor& w);
+// quantize_affine / dequantize_affine element loops (quant_affine.cpp).
+void quantize_affine(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void dequantize_affine(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+void qlinear_packed(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const void* packed);
 
 // Gaussian splatting ops on the pool (splat.cpp): the kernel for f32/f64, else nullptr.
 KernelFn splat_kernel_for(DType dt);

@@ -300,7 +300,7 @@ std::vector<int64_t> Ctx::static_shape(V v, const char* what) const {
   return static_dims(s);
 }
 
-std::vector<V> Ctx::op(OpKind k, std::vector<V> ins, Attrs attrs) {
+std::vector<V> Ctx::op(OpKind k, std::vector<V> ins, Attrs attrs, bool fold) {
   std::vector<V> outs;
   try {
     outs = g_.add_node(k, ins, std::move(attrs), b_.graph().nodes.empty() ? "" : "");
@@ -309,7 +309,7 @@ std::vector<V> Ctx::op(OpKind k, std::vector<V> ins, Attrs attrs) {
   }
   Node& n = g_.nodes.back();
   n.name = node_ ? (node_->name().empty() ? (node_->output_size() ? node_->output(0) : "") : node_->name()) : "";
-  if (k == OpKind::RngUniform) return outs;
+  if (k == OpKind::RngUniform || !fold) return outs;
   std::vector<Tensor> vals;
   for (V v : ins) {
     const Tensor* t = cval(v);

@@ -83,7 +83,9 @@ class Ctx {
     auto it = consts_.find(v);
     return it == consts_.end() ? nullptr : &it->second;
   }
-  std::vector<V> op(OpKind k, std::vector<V> ins, Attrs attrs = {});
+  // fold = false keeps the node even when its inputs are known (dequantize_affine of int8 weights:
+  // the fuse-qdq pass reads the integer weight).
+  std::vector<V> op(OpKind k, std::vector<V> ins, Attrs attrs = {}, bool fold = true);
   V op1(OpKind k, std::vector<V> ins, Attrs attrs = {}) { return op(k, std::move(ins), std::move(attrs))[0]; }
   V constant(const Tensor& t);
   V scalar(double v, DType dt);

@@ -29,6 +29,28 @@ V along(Ctx& c, V p, int64_t axis, int64_t r) {
   return c.reshape(p, s);
 }
 
+// The common int8 case as the affine ops (quantize_affine / dequantize_affine, which fuse-qdq reads):
+// f32 scale, i8/u8 (dequantize: also i32) zero point of the quantized dtype `qt`, rank 0 or [C] along
+// `ax`, no blocks, no narrow storage type. False (nothing emitted) otherwise.
+bool affine_params(Ctx& c, V x, DType qt, int64_t ax, V* out) {
+  bool deq = c.node().op_type() == "DequantizeLinear";
+  if (qt != DType::i8 && qt != DType::u8 && !(deq && qt == DType::i32)) return false;
+  if (c.attr_i("block_size", 0) || c.storage_type(x) || (c.has_input(2) && c.storage_type(c.in(2)))) return false;
+  if (!deq && c.has_attr("output_dtype") && !c.has_input(2)) return false;
+  V s = c.in(1);
+  if (c.dtype(s) != DType::f32 || c.rank(s) > 1) return false;
+  if (c.has_input(2) && (c.dtype(c.in(2)) != qt || c.shape(c.in(2)) != c.shape(s))) return false;
+  bool per = c.rank(s) == 1;
+  if (per && (ax < 0 || ax >= c.rank(x) || !c.shape(s)[0].is_static() || !c.shape(x)[static_cast<size_t>(ax)].is_static() ||
+              c.shape(s)[0].v != c.shape(x)[static_cast<size_t>(ax)].v))
+    return false;
+  V z = c.has_input(2) ? c.in(2) : c.scalar(0, qt);
+  if (!c.has_input(2) && per) return false;
+  Attrs a{{"axis", per ? ax : int64_t{-1}}};
+  *out = deq ? c.op(OpKind::DequantizeAffine, {x, s, z}, a, /*fold=*/false)[0] : c.op1(OpKind::QuantizeAffine, {x, s, z}, a);
+  return true;
+}
+
 }  // namespace
 
 void register_misc_ops(std::map<std::string, Converter>& r) {
@@ -36,6 +58,7 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0), s = c.in(1);
     int64_t rk = c.rank(x), ax = c.attr_i("axis", 1);
     if (ax < 0) ax += rk;
+    if (V q; affine_params(c, x, c.dtype(x), ax, &q)) return c.set_output(0, q);
     DType ft = c.dtype(s);
     V xf = c.convert(x, DType::f32);
     if (c.has_input(2)) xf = c.bin(OpKind::Sub, xf, along(c, c.convert(c.in(2), DType::f32), ax, rk));
@@ -46,6 +69,7 @@ void register_misc_ops(std::map<std::string, Converter>& r) {
     V x = c.in(0), s = c.in(1);
     int64_t rk = c.rank(x), ax = c.attr_i("axis", 1);
     if (ax < 0) ax += rk;
+    if (V q; c.dtype(x) == DType::f32 && affine_params(c, x, c.has_input(2) ? c.dtype(c.in(2)) : DType::u8, ax, &q)) return c.set_output(0, q);
     DType qt = DType::u8;
     int narrow = 0;  // storage-only target (float8/float4/int4/int2), carried in f32/i32
     if (c.has_input(2)) {

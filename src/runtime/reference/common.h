@@ -115,6 +115,12 @@ Outs eval_attention(const Node& n, const Ins& in, const Types& ot);
 // quant.cpp (quantized weights)
 Outs eval_dequantize(const Node& n, const Ins& in, const Types& ot);
 Outs eval_dequant_matmul(const Node& n, const Ins& in, const Types& ot);
+// quant_affine.cpp
+Outs eval_quantize_affine(const Node& n, const Ins& in, const Types& ot);
+Outs eval_dequantize_affine(const Node& n, const Ins& in, const Types& ot);
+Outs eval_qmatmul(const Node& n, const Ins& in, const Types& ot);
+Outs eval_requantize(const Node& n, const Ins& in, const Types& ot);
+Outs eval_qlinear(const Node& n, const Ins& in, const Types& ot);
 // src/sparse/reference_sparse.cpp (the sparse_* ops)
 Outs eval_sparse(const Node& n, const Ins& in, const Types& ot);
 Outs eval_collective(const Node& n, const Ins& in, const Types& ot);  // collective.cpp

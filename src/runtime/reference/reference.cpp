@@ -99,6 +99,11 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     // quantized weights (quant.cpp)
     case OpKind::Dequantize: return eval_dequantize(n, in, ot);
     case OpKind::DequantMatMul: return eval_dequant_matmul(n, in, ot);
+    case OpKind::QuantizeAffine: return eval_quantize_affine(n, in, ot);
+    case OpKind::DequantizeAffine: return eval_dequantize_affine(n, in, ot);
+    case OpKind::QMatMul: return eval_qmatmul(n, in, ot);
+    case OpKind::Requantize: return eval_requantize(n, in, ot);
+    case OpKind::QLinear: return eval_qlinear(n, in, ot);
     // dense linear algebra (src/linalg/reference.cpp)
     case OpKind::Cholesky:
     case OpKind::TriangularSolve:

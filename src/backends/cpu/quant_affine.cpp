@@ -1,0 +1,75 @@
+// The cpu kernels of quantize_affine (f32 -> i8/u8) and dequantize_affine (i8/u8/i32 -> f32): the
+// element functions of src/quant/fixed_point.h over contiguous rows, per tensor or per channel.
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "quant/fixed_point.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+// (outer, channels, inner) of a shape split at `axis` (per tensor: one channel).
+void split_at(const std::vector<int64_t>& d, int64_t axis, int64_t* outer, int64_t* ch, int64_t* inner) {
+  *outer = 1, *ch = 1, *inner = 1;
+  if (axis < 0) {
+    for (int64_t v : d) *inner *= v;
+    return;
+  }
+  for (int64_t i = 0; i < axis; ++i) *outer *= d[static_cast<size_t>(i)];
+  *ch = d[static_cast<size_t>(axis)];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < d.size(); ++i) *inner *= d[i];
+}
+
+template <class Q>
+void quantize_rows(const float* x, const float* s, const Q* z, Q* y, int64_t outer, int64_t ch, int64_t inner) {
+  int32_t lo, hi;
+  quant::int8_range(std::is_unsigned_v<Q>, &lo, &hi);
+  parallel_for(outer * ch, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t c = r % ch;
+      const float sc = s[c];
+      const int32_t zp = z[c];
+      for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = static_cast<Q>(quant::quantize(x[r * inner + i], sc, zp, lo, hi));
+    }
+  });
+}
+
+template <class Q>
+void dequantize_rows(const Q* q, const float* s, const Q* z, float* y, int64_t outer, int64_t ch, int64_t inner) {
+  parallel_for(outer * ch, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t c = r % ch;
+      const float sc = s[c];
+      const int32_t zp = static_cast<int32_t>(z[c]);
+      for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = quant::dequantize(static_cast<int32_t>(q[r * inner + i]), zp, sc);
+    }
+  });
+}
+
+}  // namespace
+
+void quantize_affine(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  int64_t o, c, i;
+  split_at(in[0].shape(), attr_int(n, "axis"), &o, &c, &i);
+  if (out[0].dtype() == DType::u8)
+    quantize_rows(in[0].data<float>(), in[1].data<float>(), in[2].data<uint8_t>(), out[0].data<uint8_t>(), o, c, i);
+  else
+    quantize_rows(in[0].data<float>(), in[1].data<float>(), in[2].data<int8_t>(), out[0].data<int8_t>(), o, c, i);
+}
+
+void dequantize_affine(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  int64_t o, c, i;
+  split_at(in[0].shape(), attr_int(n, "axis"), &o, &c, &i);
+  const float* s = in[1].data<float>();
+  float* y = out[0].data<float>();
+  switch (in[0].dtype()) {
+    case DType::u8: return dequantize_rows(in[0].data<uint8_t>(), s, in[2].data<uint8_t>(), y, o, c, i);
+    case DType::i8: return dequantize_rows(in[0].data<int8_t>(), s, in[2].data<int8_t>(), y, o, c, i);
+    default: return dequantize_rows(in[0].data<int32_t>(), s, in[2].data<int32_t>(), y, o, c, i);
+  }
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,129 @@
+// Affine int8 ops (quantize_affine, dequantize_affine, qmatmul, requantize, qlinear): plain loops over
+// the shared element functions of src/quant/fixed_point.h; integer products accumulate in int64.
+#include "quant/fixed_point.h"
+#include "runtime/reference/common.h"
+
+namespace rlx::ref {
+
+namespace {
+
+// Channel of flat index i along `axis` (0 when per tensor).
+struct Channel {
+  int64_t inner = 1, count = 1;
+  bool per = false;
+  Channel(const Dims& d, int64_t axis) {
+    if (axis < 0) return;
+    per = true;
+    count = d[static_cast<size_t>(axis)];
+    for (size_t j = static_cast<size_t>(axis) + 1; j < d.size(); ++j) inner *= d[j];
+  }
+  int64_t of(int64_t i) const { return per ? (i / inner) % count : 0; }
+};
+
+quant::Rounding rounding_of(const Node& n) {
+  quant::Rounding r;
+  RLX_CHECK(quant::parse_rounding(attr_str(n, "rounding"), &r), "[reference] ", op_name(n.op), ": bad rounding");
+  return r;
+}
+
+int64_t pick(const std::vector<int64_t>& v, int64_t c, int64_t def = 0) {
+  if (v.empty()) return def;
+  return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
+}
+
+}  // namespace
+
+Outs eval_quantize_affine(const Node& n, const Ins& in, const Types& ot) {
+  const Tensor& x = in[0];
+  Channel ch(x.shape(), attr_int(n, "axis"));
+  int32_t lo, hi;
+  quant::int8_range(ot[0].dtype == DType::u8, &lo, &hi);
+  Tensor out = alloc(ot[0]);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = ch.of(i);
+    float s = static_cast<float>(ld(in[1], c));
+    sti(out, i, quant::quantize(static_cast<float>(ld(x, i)), s, static_cast<int32_t>(ldi(in[2], c)), lo, hi));
+  }
+  return {out};
+}
+
+Outs eval_dequantize_affine(const Node& n, const Ins& in, const Types& ot) {
+  const Tensor& q = in[0];
+  Channel ch(q.shape(), attr_int(n, "axis"));
+  Tensor out = alloc(ot[0]);
+  for (int64_t i = 0; i < q.numel(); ++i) {
+    int64_t c = ch.of(i);
+    float s = static_cast<float>(ld(in[1], c));
+    st(out, i, quant::dequantize(static_cast<int32_t>(ldi(q, i)), static_cast<int32_t>(ldi(in[2], c)), s));
+  }
+  return {out};
+}
+
+Outs eval_qmatmul(const Node&, const Ins& in, const Types& ot) {
+  const Tensor &a = in[0], &b = in[1];
+  int64_t K = b.shape()[0], N = b.shape()[1], M = a.numel() / K;
+  int64_t azp = in.size() > 2 ? ldi(in[2], 0) : 0;
+  bool bper = in.size() > 3 && in[3].rank() == 1;
+  Tensor out = alloc(ot[0]);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < N; ++j) {
+      int64_t bzp = in.size() > 3 ? ldi(in[3], bper ? j : 0) : 0;
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += (ldi(a, m * K + k) - azp) * (ldi(b, k * N + j) - bzp);
+      sti(out, m * N + j, acc);
+    }
+  return {out};
+}
+
+Outs eval_requantize(const Node& n, const Ins& in, const Types& ot) {
+  const Tensor& x = in[0];
+  Channel ch(x.shape(), attr_int(n, "axis"));
+  const auto& mul = attr_ints(n, "multiplier");
+  const auto& sh = attr_ints(n, "shift");
+  int32_t zp = static_cast<int32_t>(attr_int(n, "zero_point"));
+  quant::Rounding r = rounding_of(n);
+  int32_t lo, hi;
+  quant::int8_range(ot[0].dtype == DType::u8, &lo, &hi);
+  Tensor out = alloc(ot[0]);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = ch.of(i);
+    sti(out, i, quant::requantize(static_cast<int32_t>(ldi(x, i)), static_cast<int32_t>(pick(mul, c)),
+                                  static_cast<int32_t>(pick(sh, c)), zp, lo, hi, r));
+  }
+  return {out};
+}
+
+Outs eval_qlinear(const Node& n, const Ins& in, const Types& ot) {
+  const Tensor &x = in[0], &w = in[1];
+  int64_t N = w.shape()[0], K = w.shape()[1], M = x.numel() / K;
+  int64_t xzp = attr_int(n, "x_zero_point");
+  const auto& wzp = attr_ints(n, "w_zero_point");
+  const auto& mul = attr_ints(n, "multiplier");
+  const auto& sh = attr_ints(n, "shift");
+  const auto& sc = attr_floats(n, "scale");
+  int32_t zp = static_cast<int32_t>(attr_int(n, "zero_point"));
+  bool relu = attr_int(n, "relu") != 0;
+  DType dt = ot[0].dtype;
+  quant::Rounding r = rounding_of(n);
+  int32_t lo, hi;
+  quant::int8_range(dt == DType::u8, &lo, &hi);
+  Tensor out = alloc(ot[0]);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < N; ++j) {
+      int64_t z = pick(wzp, j);
+      int64_t acc = in.size() > 2 ? ldi(in[2], j) : 0;
+      for (int64_t k = 0; k < K; ++k) acc += (ldi(x, m * K + k) - xzp) * (ldi(w, j * K + k) - z);
+      int32_t a32 = static_cast<int32_t>(acc);  // the i32 accumulator's value (wraps as hardware does)
+      if (dt == DType::f32) {
+        float y = static_cast<float>(a32) * static_cast<float>(sc.size() == 1 ? sc[0] : sc[static_cast<size_t>(j)]);
+        st(out, m * N + j, relu && y < 0 ? 0.0 : y);
+      } else {
+        int32_t y = quant::requantize(a32, static_cast<int32_t>(pick(mul, j)), static_cast<int32_t>(pick(sh, j)), zp,
+                                      relu ? std::max(zp, lo) : lo, hi, r);
+        sti(out, m * N + j, y);
+      }
+    }
+  return {out};
+}
+
+}  // namespace rlx::ref
