@@ -108,8 +108,8 @@ TEST(Cli, RunWritesNpz) {
 
 namespace {
 
-const std::vector<std::string> kCommands = {"devices", "compile",    "run",         "inspect", "generate", "embed", "serve",
-                                            "launch",  "onnx-suite", "train-mnist", "bench",   "splat",    "ops",   "help"};
+const std::vector<std::string> kCommands = {"devices", "compile", "run",   "inspect", "generate", "embed",    "serve", "launch",
+                                            "onnx-suite", "train-mnist", "bench", "splat", "ops", "quantize", "help"};
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
