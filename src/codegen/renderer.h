@@ -74,6 +74,7 @@ class CLikeRenderer {
 
 std::unique_ptr<CLikeRenderer> make_glsl_renderer();    // GLSL 4.50 compute (vulkan + opengl)
 std::unique_ptr<CLikeRenderer> make_opencl_renderer();  // OpenCL C 1.2
+std::unique_ptr<CLikeRenderer> make_hexagon_renderer();  // freestanding C++ for clang --target=hexagon
 
 // C++ for the cpu JIT (cpp.cpp): a fused elementwise kernel as
 //   extern "C" void NAME(void* const* bufs, const int64_t* dims, int64_t begin, int64_t end)

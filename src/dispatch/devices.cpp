@@ -69,6 +69,8 @@ std::string probe(const char* lib) {
 
 }  // namespace
 int cuda_runtime_probe(std::string* why);  // src/backends/cuda/cuda_api.cpp
+DeviceInfo hexagon_device_info(bool probing);  // src/backends/hexagon/device.cpp
+DeviceInfo rocm_device_info(bool probing, CapabilitySet caps);  // src/backends/rocm/device.cpp
 namespace cpu {
 std::string jit_probe();    // src/backends/cpu/jit.cpp
 std::string isa_summary();  // src/backends/cpu/isa.cpp
@@ -129,13 +131,10 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   }
   // ---- cuda (src/backends/cuda): status probed at run time (libcuda.so.1 + a device,
   // NVRTC, cuBLASLt); the capability set is what that backend's kernels really run.
-  if (want("cuda")) {
-    std::string why;
-    int st = probing ? cuda_runtime_probe(&why) : 1;
+  // The kernels of src/backends/cuda's renderer (also the rocm device's, in the HIP dialect).
+  auto cuda_caps = [&]() {
     const DTypeSet cu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
-    DeviceInfo cu{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
-                  st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
-                  all_mir(cu_types)};
+    DeviceInfo cu{"cuda", "", DeviceStatus::NoDriver, "", all_mir(cu_types)};
     // An allow-list, so MIR primitives added later are not claimed before a cuda kernel exists
     // (dequantize has none yet; conv/reduce_window/sort/topk/scatter_add are claimed below).
     const std::set<OpKind> cu_mir = {OpKind::Constant,   OpKind::Iota,       OpKind::ReduceSum,      OpKind::ReduceMax,
@@ -156,21 +155,29 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
       cu.caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
     // dense linear algebra through cuSOLVER (src/backends/cuda/solver.cpp)
     cu.caps.ops[OpKind::Cholesky] = DTypeSet::of({D::f32, D::f64});
-    v.push_back(cu);
+    return cu.caps;
+  };
+  if (want("cuda")) {
+    std::string why;
+    int st = probing ? cuda_runtime_probe(&why) : 1;
+    v.push_back(DeviceInfo{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
+                           st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware),
+                           why, cuda_caps()});
   }
   // ---- end cuda
-  if (want("rocm")) v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
-                       std::string(not_built) + lib("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
+  // rocm (src/backends/rocm): the CUDA renderer's kernels without cuBLASLt, cuSOLVER and the
+  // tensor-core (PTX) kernels: contractions run as dot_general's plain kernel.
+  if (want("rocm")) {
+    CapabilitySet c = cuda_caps();
+    for (auto k : {OpKind::MatMul, OpKind::Linear, OpKind::Attention, OpKind::Cholesky}) c.ops.erase(k);
+    v.push_back(rocm_device_info(probing, c));
+  }
   if (want("oneapi")) v.push_back(gpu_like("oneapi", "oneDNN primitives (CPU engine here)", DeviceStatus::CompiledOut,
                        std::string(not_built) + lib("libdnnl.so.3") , DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i32, D::boolean})));
   if (want("tpu")) v.push_back(gpu_like("tpu", "StableHLO through the PJRT C API", DeviceStatus::CompiledOut,
                        std::string(not_built) + "; set RLX_PJRT_PLUGIN to a PJRT plugin", DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean, D::f64, D::c64})));
-  if (want("hexagon")) {
-    DeviceInfo hex{"hexagon", "Hexagon C + HVX kernels (run under qemu-hexagon)", DeviceStatus::CompiledOut,
-                   not_built, all_mir(DTypeSet::of({D::f32, D::f16, D::i8, D::u8, D::i16, D::i32, D::boolean}))};
-    add_hir(hex.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, f32);
-    v.push_back(hex);
-  }
+  // hexagon (src/backends/hexagon): probed toolchain; capabilities from the Hexagon renderer
+  if (want("hexagon")) v.push_back(hexagon_device_info(probing));
   // gpu/vulkan/opengl: status probed at run time (loader + device), capabilities = what the
   // GLSL / OpenCL C renderers have kernels for. See src/backends/portable/device_info.cpp.
   for (const char* pg : {"gpu", "vulkan", "opengl"})

@@ -12,6 +12,8 @@ namespace cuda {
 void register_cuda_backend();  // src/backends/cuda
 }
 void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/portable
+void register_hexagon_backend();        // src/backends/hexagon
+void register_rocm_backend();           // src/backends/rocm
 
 namespace {
 struct Registered {
@@ -29,6 +31,8 @@ std::map<std::string, Registered>& builtins() {
     register_cpu_backend();
     cuda::register_cuda_backend();  // registered always; device_info says whether it can run
     register_portable_gpu_backends();  // registered always; device_info probes loader + device
+    register_hexagon_backend();        // registered always; device_info probes the toolchain
+    register_rocm_backend();           // registered always; device_info probes libamdhip64 + a GPU
   });
   return registry();
 }
