@@ -239,28 +239,29 @@ class HexagonApi : public gpu::Api {
       arena = std::max(arena, rc.bytes);
       for (size_t i = 0; i < rc.launches.size(); ++i) {
         const Launch& la = rc.launches[i];
-        os << "static void r" << r << "_" << i << "() { p" << la.prog << "::" << progs_[la.prog].kernel << "(";
+        os << "static __attribute__((noinline)) void r" << r << "_" << i << "() { p" << la.prog << "::" << progs_[la.prog].kernel << "(";
         for (size_t j = 0; j < la.bufs.size(); ++j) os << (j ? ", " : "") << "RlxPtr{rlx_arena + " << rc.offset.at(la.bufs[j]) << "}";
         os << "); }\n";
       }
-      sw << "    case " << slot++ << ": {\n      rlx_read_all(rlx_arena, " << rc.bytes << "u);\n";
+      sw << "    case " << slot++ << ": run" << r << "(); break;\n";
+      os << "static __attribute__((noinline)) void run" << r << "() {\n  u64_t t0;\n  rlx_read_all(rlx_arena, " << rc.bytes << "u);\n";
       for (size_t i = 0; i < rc.launches.size(); ++i)
-        sw << "      t0 = rlx_now(); rlx_launch(r" << r << "_" << i << ", " << rc.launches[i].groups << ", "
+        os << "  t0 = rlx_now(); rlx_launch(r" << r << "_" << i << ", " << rc.launches[i].groups << ", "
            << rc.launches[i].local << ", " << (progs_[rc.launches[i].prog].barriers ? "true" : "false")
-           << "); ns[" << i << "] = rlx_now() - t0;\n";
+           << "); rlx_ns[" << i << "] = rlx_now() - t0;\n";
       for (int b : rc.order)
-        if (rc.written.count(b)) sw << "      rlx_write_all(rlx_arena + " << rc.offset.at(b) << ", " << bufs_[b].size() << "u);\n";
-      sw << "      rlx_write_all((const unsigned char*)ns, " << rc.launches.size() * 8 << "u);\n      break;\n    }\n";
+        if (rc.written.count(b)) os << "  rlx_write_all(rlx_arena + " << rc.offset.at(b) << ", " << bufs_[b].size() << "u);\n";
+      os << "  rlx_write_all((const unsigned char*)rlx_ns, " << rc.launches.size() * 8 << "u);\n}\n";
       nlaunch_max_ = std::max(nlaunch_max_, rc.launches.size());
     }
     std::ostringstream main;
-    main << "static unsigned char rlx_arena[" << arena << "] __attribute__((aligned(128)));\n";
+    main << "static unsigned char rlx_arena[" << arena << "] __attribute__((aligned(128)));\n"
+         << "static u64_t rlx_ns[" << std::max<size_t>(nlaunch_max_, 1) << "];\n"
+         << "static u64_t rlx_now() { i32_t ts[2] = {0, 0}; rlx_syscall3(113, 1, (i32_t)(__SIZE_TYPE__)ts, 0);"
+            " return (u64_t)ts[0] * 1000000000ull + (u64_t)ts[1]; }\n";
     std::string head = main.str();
     std::ostringstream tail;
-    tail << "static u64_t rlx_now() { i32_t ts[2] = {0, 0}; rlx_syscall3(113, 1, (i32_t)(__SIZE_TYPE__)ts, 0);"
-            " return (u64_t)ts[0] * 1000000000ull + (u64_t)ts[1]; }\n"
-         << "static u64_t ns[" << std::max<size_t>(nlaunch_max_, 1) << "];\n"
-         << "extern \"C\" void _start() {\n  u64_t t0;\n  for (;;) {\n    u32_t cmd = 0;\n"
+    tail << "extern \"C\" void _start() {\n  for (;;) {\n    u32_t cmd = 0;\n"
          << "    rlx_read_all((unsigned char*)&cmd, 4);\n    switch (cmd) {\n"
          << sw.str() << "    default: rlx_exit(2);\n    }\n  }\n}\n";
     // the arena is declared before the thunks that address it
