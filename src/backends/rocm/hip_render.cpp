@@ -22,6 +22,7 @@ const char* kHipPrelude = R"(#include <hip/hip_runtime.h>
 #define __shfl_xor_sync(m_, v_, o_) __shfl_xor((v_), (o_), 32)
 #define __shfl_sync(m_, v_, l_) __shfl((v_), (l_), 32)
 #define __syncwarp() __builtin_amdgcn_wave_barrier()
+#define __any_sync(m_, p_) __any(p_)
 )";
 
 struct Rewrite {
@@ -110,7 +111,7 @@ std::string hipcc_compile(const std::string& source, const std::string& arch, co
   std::string src = temp_path_for(out_path) + ".hip", log = temp_path_for(out_path) + ".log";
   if (!write_file_atomic(src, source)) return "cannot write " + src;
   // ROCM_TARGET_LST: hipcc would otherwise ask rocm_agent_enumerator (no GPU here) for a default
-  std::string cmd = "ROCM_TARGET_LST=/dev/null " + hipcc + " --genco -O2 --offload-arch=" + arch + " -o '" + out_path +
+  std::string cmd = "ROCM_TARGET_LST=/dev/null " + hipcc + " --genco -O2 -w --offload-arch=" + arch + " -o '" + out_path +
                     "' '" + src + "' > '" + log + "' 2>&1";
   int rc = std::system(cmd.c_str());
   std::string msg;
