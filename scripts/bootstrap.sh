@@ -22,6 +22,8 @@ APT_PKGS+=(mesa-vulkan-drivers libvulkan-dev glslc glslang-tools libshaderc-dev 
 APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libclang-rt-dev)
 # hexagon: qemu-hexagon runs the programs clang (Hexagon target) + ld.lld build
 APT_PKGS+=(qemu-user lld)
+# rocm: hipcc (clang 15 + ROCm device libs) builds the HIP kernels offline; libamdhip64 is the runtime probed
+APT_PKGS+=(hipcc libamdhip64-dev)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
