@@ -29,6 +29,10 @@ APT_PKGS+=(chromium)
 
 # rten reader (flatc + headers), Debian's ONNX node tests, clang + libFuzzer for `make fuzz-smoke`
 APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libclang-rt-dev)
+# hexagon: qemu-hexagon runs the programs clang (Hexagon target) + ld.lld build
+APT_PKGS+=(qemu-user lld)
+# rocm: hipcc (clang 15 + ROCm device libs) builds the HIP kernels offline; libamdhip64 is the runtime probed
+APT_PKGS+=(hipcc libamdhip64-dev)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

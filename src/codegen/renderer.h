@@ -81,6 +81,7 @@ std::unique_ptr<CLikeRenderer> make_opencl_renderer();  // OpenCL C 1.2
 std::unique_ptr<CLikeRenderer> make_wgsl_renderer();    // WGSL compute (webgpu)
 std::unique_ptr<CLikeRenderer> make_hlsl_renderer();    // HLSL compute, SM 5.1 (directx)
 std::unique_ptr<CLikeRenderer> make_msl_renderer();     // Metal Shading Language 2.x (metal)
+std::unique_ptr<CLikeRenderer> make_hexagon_renderer();  // freestanding C++ for clang --target=hexagon
 
 // C++ for the cpu JIT (cpp.cpp): a fused elementwise kernel as
 //   extern "C" void NAME(void* const* bufs, const int64_t* dims, int64_t begin, int64_t end)

@@ -104,6 +104,8 @@ int mlx_probe(std::string* why);           // src/backends/mlx/executable.cpp: 0
 namespace oneapi {
 std::string probe(bool* ok);  // src/backends/oneapi/executable.cpp
 }
+DeviceInfo hexagon_device_info(bool probing);  // src/backends/hexagon/device.cpp
+DeviceInfo rocm_device_info(bool probing, CapabilitySet caps);  // src/backends/rocm/device.cpp
 namespace cpu {
 std::string jit_probe();    // src/backends/cpu/jit.cpp
 std::string isa_summary();  // src/backends/cpu/isa.cpp
@@ -177,13 +179,10 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   }
   // ---- cuda (src/backends/cuda): status probed at run time (libcuda.so.1 + a device,
   // NVRTC, cuBLASLt); the capability set is what that backend's kernels really run.
-  if (want("cuda")) {
-    std::string why;
-    int st = probing ? cuda_runtime_probe(&why) : 1;
+  // The kernels of src/backends/cuda's renderer (also the rocm device's, in the HIP dialect).
+  auto cuda_caps = [&]() {
     const DTypeSet cu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
-    DeviceInfo cu{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
-                  st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware), why,
-                  all_mir(cu_types)};
+    DeviceInfo cu{"cuda", "", DeviceStatus::NoDriver, "", all_mir(cu_types)};
     // An allow-list, so MIR primitives added later are not claimed before a cuda kernel exists
     // (dequantize has none yet; conv/reduce_window/sort/topk/scatter_add are claimed below).
     const std::set<OpKind> cu_mir = {OpKind::Constant,   OpKind::Iota,       OpKind::ReduceSum,      OpKind::ReduceMax,
@@ -204,11 +203,23 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
       cu.caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
     // dense linear algebra through cuSOLVER (src/backends/cuda/solver.cpp)
     cu.caps.ops[OpKind::Cholesky] = DTypeSet::of({D::f32, D::f64});
-    v.push_back(cu);
+    return cu.caps;
+  };
+  if (want("cuda")) {
+    std::string why;
+    int st = probing ? cuda_runtime_probe(&why) : 1;
+    v.push_back(DeviceInfo{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
+                           st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware),
+                           why, cuda_caps()});
   }
   // ---- end cuda
-  if (want("rocm")) v.push_back(gpu_like("rocm", "HIP rendered kernels for AMD GPUs", DeviceStatus::CompiledOut,
-                       std::string(not_built) + lib("libamdhip64.so"), gpu_types | DTypeSet::of({D::f64, D::c64})));
+  // rocm (src/backends/rocm): the CUDA renderer's kernels without cuBLASLt, cuSOLVER and the
+  // tensor-core (PTX) kernels: contractions run as dot_general's plain kernel.
+  if (want("rocm")) {
+    CapabilitySet c = cuda_caps();
+    for (auto k : {OpKind::MatMul, OpKind::Linear, OpKind::Attention, OpKind::Cholesky}) c.ops.erase(k);
+    v.push_back(rocm_device_info(probing, c));
+  }
   // ---- oneapi (src/backends/oneapi): oneDNN primitives on the CPU engine, over host memory, and
   // the cpu backend's kernels for every kernel oneDNN has no primitive for; so the set is the cpu
   // device's dense set (no sparse, linear-algebra, splatting or GGML kernels) plus the HIR ops it
@@ -232,12 +243,8 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
                            st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware),
                            why, graph_api_caps(true)});
   }
-  if (want("hexagon")) {
-    DeviceInfo hex{"hexagon", "Hexagon C + HVX kernels (run under qemu-hexagon)", DeviceStatus::CompiledOut,
-                   not_built, all_mir(DTypeSet::of({D::f32, D::f16, D::i8, D::u8, D::i16, D::i32, D::boolean}))};
-    add_hir(hex.caps, {OpKind::MatMul, OpKind::Linear, OpKind::Softmax}, f32);
-    v.push_back(hex);
-  }
+  // hexagon (src/backends/hexagon): probed toolchain; capabilities from the Hexagon renderer
+  if (want("hexagon")) v.push_back(hexagon_device_info(probing));
   // gpu/vulkan/opengl: status probed at run time (loader + device), capabilities = what the
   // GLSL / OpenCL C renderers have kernels for. See src/backends/portable/device_info.cpp.
   // webgpu (WGSL through wgpu-native) and directx (HLSL, run as SPIR-V on Vulkan) share that

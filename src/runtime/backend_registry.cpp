@@ -15,6 +15,8 @@ void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/por
 void register_tpu_backend();  // src/backends/tpu (PJRT plugin dlopened at first use)
 void register_mlx_backend();  // src/backends/mlx (no-op when MLX is compiled out)
 void register_oneapi_backend();         // src/backends/oneapi (a no-op when built without oneDNN)
+void register_hexagon_backend();        // src/backends/hexagon
+void register_rocm_backend();           // src/backends/rocm
 
 namespace {
 struct Registered {
@@ -35,6 +37,8 @@ std::map<std::string, Registered>& builtins() {
     register_tpu_backend();
     register_mlx_backend();
     register_oneapi_backend();
+    register_hexagon_backend();        // registered always; device_info probes the toolchain
+    register_rocm_backend();           // registered always; device_info probes libamdhip64 + a GPU
   });
   return registry();
 }

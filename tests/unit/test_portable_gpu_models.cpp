@@ -198,3 +198,9 @@ void expect_mlp_training_matches_cpu(const std::vector<std::string>& devices) {
 TEST(PortableGpuModels, MnistMlpTrainingMatchesCpu) { expect_mlp_training_matches_cpu(kGlsl); }
 TEST(PortableGpuModels, MnistMlpTrainingMatchesCpuOnWebGpuAndDirectX) { expect_mlp_training_matches_cpu(kShaders); }
 TEST(PortableGpuModels, DISABLED_MnistMlpTrainingMatchesCpuOnOpenCl) { expect_mlp_training_matches_cpu({"gpu"}); }
+
+// hexagon (src/backends/hexagon) runs the same executor over kernels emulated by qemu-hexagon.
+TEST(PortableGpuModels, MnistMlpTrainingMatchesCpuOnHexagon) { expect_mlp_training_matches_cpu({"hexagon"}); }
+TEST(PortableGpuModels, MiniLMOneLayerMatchesCpuOnHexagon) {
+  expect_minilm_matches_cpu(1, {"A man is eating food."}, {"hexagon"});
+}

@@ -11,6 +11,10 @@
 #include "codegen/renderer.h"
 #include "rlx/dtype.h"  // DTypeSet
 
+namespace rlx {
+class Executable;
+}
+
 namespace rlx::gpu {
 
 // What the device reports about itself, queried when the API is opened (Vulkan physical-device
@@ -51,7 +55,12 @@ class Api {
   virtual int record(const std::vector<Launch>& launches) = 0;
   virtual void submit(int rec) = 0;
   virtual void free_recording(int rec) = 0;
+  // What the API measured about the last submit of `rec`, for Executable::profile ("" if nothing).
+  virtual std::string timing(int rec) const { return ""; }
 };
+
+// The executor over an API (executable.cpp), for devices outside this folder that implement one.
+std::unique_ptr<Executable> make_portable_executable(Api& api, const LirProgram& p);
 
 // Returns the shared API instance for `device`, or nullptr with `why` set when it cannot run here.
 // Probing is cheap and cached; `rlx devices` uses it for the status line.
@@ -91,6 +100,10 @@ inline void choose_gemm(codegen::CLikeRenderer& r, bool cpu_emulated) {
 
 namespace rlx {
 struct DeviceInfo;
+struct CapabilitySet;
+// The (op, dtype) pairs `r` has kernels for, over the buffer dtypes `storage` (constants: every
+// storage dtype; select: keyed by its boolean predicate).
+CapabilitySet renderer_caps(const codegen::CLikeRenderer& r, DTypeSet storage);
 // `rlx devices` entry for vulkan/opengl/gpu: status from a run-time probe of loader + device
 // (+ glslc for vulkan); capabilities = exactly the (op, dtype) pairs the renderer has kernels for.
 // probing=false: no loader is opened; status/reason are not probed and the capability set

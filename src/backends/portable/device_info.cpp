@@ -16,22 +16,8 @@ DTypeSet portable_gpu_driver_dtypes(const std::string& name) {
   return name == "gpu" ? DTypeSet::of({DType::f64}) : DTypeSet{};
 }
 
-DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
+CapabilitySet renderer_caps(const codegen::CLikeRenderer& r, DTypeSet storage) {
   using D = DType;
-  auto r = name == "gpu"       ? codegen::make_opencl_renderer()
-           : name == "webgpu"  ? codegen::make_wgsl_renderer()
-           : name == "directx" ? codegen::make_hlsl_renderer()
-           : name == "metal"   ? codegen::make_msl_renderer()
-                               : codegen::make_glsl_renderer();
-  // GLSL, WGSL and HLSL store i64 as word pairs with 32-bit compute (only convert is claimed,
-  // dispatch narrows the rest to i32) and halves packed in words (computed in f32: WGSL's f16
-  // arithmetic extension is not needed); OpenCL has 64-bit integers and cl_khr_fp64.
-  DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean, D::i64});
-  std::string why;
-  gpu::Api* api = probing ? gpu::api_for(name, &why) : nullptr;  // probing=false: load nothing
-  // OpenCL C needs cl_khr_fp64 for double kernels: claim f64 only where the device reports it
-  // (without a device, the API's nominal set stands, as for the devices that cannot run here).
-  if (!api || api->features.fp64) storage = storage | portable_gpu_driver_dtypes(name);
   CapabilitySet caps;
   caps.storage = storage;
   for (int i = 0; i < num_ops(); ++i) {
@@ -48,10 +34,30 @@ DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
     for (int d = 0; d < kNumDTypes; ++d) {
       auto t = static_cast<DType>(d);
       const auto& info = op_info(k);
-      if (storage.has(t) && (info.min_inputs == 0 || info.dtypes.has(t)) && r->has_kernel(k, t)) s.add(t);
+      if (storage.has(t) && (info.min_inputs == 0 || info.dtypes.has(t)) && r.has_kernel(k, t)) s.add(t);
     }
     if (!s.empty()) caps.add(k, s);
   }
+  return caps;
+}
+
+DeviceInfo portable_gpu_device_info(const std::string& name, bool probing) {
+  using D = DType;
+  auto r = name == "gpu"       ? codegen::make_opencl_renderer()
+           : name == "webgpu"  ? codegen::make_wgsl_renderer()
+           : name == "directx" ? codegen::make_hlsl_renderer()
+           : name == "metal"   ? codegen::make_msl_renderer()
+                               : codegen::make_glsl_renderer();
+  // GLSL, WGSL and HLSL store i64 as word pairs with 32-bit compute (only convert is claimed,
+  // dispatch narrows the rest to i32) and halves packed in words (computed in f32: WGSL's f16
+  // arithmetic extension is not needed); OpenCL has 64-bit integers and cl_khr_fp64.
+  DTypeSet storage = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::boolean, D::i64});
+  std::string why;
+  gpu::Api* api = probing ? gpu::api_for(name, &why) : nullptr;  // probing=false: load nothing
+  // OpenCL C needs cl_khr_fp64 for double kernels: claim f64 only where the device reports it
+  // (without a device, the API's nominal set stands, as for the devices that cannot run here).
+  if (!api || api->features.fp64) storage = storage | portable_gpu_driver_dtypes(name);
+  CapabilitySet caps = renderer_caps(*r, storage);
   const char* what = name == "vulkan"    ? "GLSL compute -> SPIR-V (glslc) -> Vulkan"
                      : name == "opengl"  ? "GLSL 4.50 compute through EGL (surfaceless)"
                      : name == "webgpu"  ? "WGSL compute through webgpu.h (wgpu-native)"
