@@ -1,7 +1,6 @@
 // The 16 targets: what each runs on, whether it can execute here, and its capability set.
 // Capability sets describe what the target's API and kernels support (e.g. WGSL has no f64/i64),
 // so legalization for a target is meaningful even where its executor is not built yet.
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <map>
@@ -57,17 +56,6 @@ void add_hir(CapabilitySet& c, std::initializer_list<OpKind> ops, DTypeSet s) {
   for (auto k : ops) c.add(k, s);
 }
 
-bool loadable(const char* lib) {
-  void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
-  if (!h) return false;
-  dlclose(h);
-  return true;
-}
-
-std::string probe(const char* lib) {
-  return std::string("; loader ") + lib + (loadable(lib) ? " found" : " not found");
-}
-
 // tpu and mlx hand the whole graph to a graph runtime; these are the MIR primitives and dtypes
 // their lowerings emit (src/backends/tpu/stablehlo*.cpp, src/backends/mlx/lower.cpp), each checked
 // by `rlx ops --device`. Everything else decomposes or fails at dispatch. `pjrt` picks the StableHLO
@@ -119,10 +107,8 @@ namespace {
 // (status/reason left unprobed, no library loaded): device_caps() below.
 std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   auto want = [&](const char* n) { return only == n; };
-  auto lib = [&](const char* l) { return probing ? probe(l) : std::string(); };
   using D = DType;
-  const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16}),
-                 gpu_types = DTypeSet::of({D::f32, D::f16, D::bf16, D::i8, D::u8, D::i16, D::i32, D::i64, D::boolean});
+  const DTypeSet f32 = DTypeSet::of({D::f32}), f16x = DTypeSet::of({D::f32, D::f16});
   const auto nn_ops = {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
                        OpKind::Attention, OpKind::Gelu};
   std::vector<DeviceInfo> v;
@@ -156,12 +142,6 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     v.push_back(cpu);
   }
 
-  auto gpu_like = [&](const char* name, const char* what, DeviceStatus st, std::string why, DTypeSet types) {
-    DeviceInfo d{name, what, st, std::move(why), all_mir(types)};
-    add_hir(d.caps, nn_ops, types & (f16x | DTypeSet::of({D::bf16})));
-    return d;
-  };
-  const char* not_built = "no executor in this build yet";
   if (want("metal")) v.push_back(portable_gpu_device_info("metal", probing));  // MSL: src/backends/portable/device_info.cpp
   // ---- mlx (src/backends/mlx): linked when CMake found MLX; status from running one op.
   if (want("mlx")) {
