@@ -36,7 +36,8 @@ find_package(MLX CONFIG QUIET HINTS ${_rlx_mlx_hint})
 if(MLX_FOUND AND MLX_LIBRARY)
   message(STATUS "mlx: ${MLX_LIBRARY}")
   target_include_directories(${RLX_GRAPH_API_TARGET} SYSTEM PRIVATE ${MLX_INCLUDE_DIRS})
-  target_link_libraries(${RLX_GRAPH_API_LINK} PRIVATE ${MLX_LIBRARY})
+  # PUBLIC: an installed rlx_core's users link it too, right after the archive (--as-needed).
+  target_link_libraries(${RLX_GRAPH_API_LINK} PUBLIC ${MLX_LIBRARY})
   list(APPEND CMAKE_INSTALL_RPATH ${MLX_LIBRARY_DIRS})  # installed rlx / _rlx find the wheel's libmlx.so
   set_property(SOURCE ${RLX_ROOT}/src/backends/mlx/lower.cpp ${RLX_ROOT}/src/backends/mlx/executable.cpp
                APPEND PROPERTY COMPILE_DEFINITIONS RLX_HAVE_MLX)

@@ -42,6 +42,9 @@ function(rlx_collect_libraries dir out)
   set(${out} ${found} PARENT_SCOPE)
 endfunction()
 rlx_collect_libraries(${CMAKE_SOURCE_DIR} RLX_INSTALL_LIBS)
+# The serve layer is the `rlx serve` command's server (linked to cpp-httplib); the package is the
+# library, so it is not installed.
+list(REMOVE_ITEM RLX_INSTALL_LIBS rlx_serve)
 
 # Include directories under the source or build tree hold for the build only; installed consumers
 # get P/include.
@@ -96,6 +99,7 @@ set(RLX_CONFIG_DEPS "find_dependency(Threads)\nfind_dependency(ZLIB)\nfind_depen
 if(TARGET protobuf::libprotobuf)
   string(APPEND RLX_CONFIG_DEPS "find_dependency(Protobuf)\n")
 endif()
+
 file(WRITE ${CMAKE_BINARY_DIR}/rlxConfig.cmake.in
      "@PACKAGE_INIT@\ninclude(CMakeFindDependencyMacro)\n${RLX_CONFIG_DEPS}"
      "include(\"\${CMAKE_CURRENT_LIST_DIR}/rlxTargets.cmake\")\ncheck_required_components(rlx)\n")
@@ -129,6 +133,13 @@ foreach(lib ${RLX_LAPACKE_LINKED} ${RLX_SUITESPARSE_LINKED} ${RLX_DNNL_LINKED})
   get_filename_component(n ${lib} NAME_WE)
   string(REGEX REPLACE "^lib" "" n "${n}")
   string(APPEND RLX_PC_EXTRA_LIBS " -l${n}")
+endforeach()
+# Shared libraries outside the system paths (MLX from its wheel) and MPI: by full path (+ rpath).
+if(MLX_FOUND AND MLX_LIBRARY)
+  string(APPEND RLX_PC_EXTRA_LIBS " ${MLX_LIBRARY} -Wl,-rpath,${MLX_LIBRARY_DIRS}")
+endif()
+foreach(lib ${MPI_C_LIBRARIES})
+  string(APPEND RLX_PC_EXTRA_LIBS " ${lib}")
 endforeach()
 string(APPEND RLX_PC_LIBS "${RLX_PC_EXTRA_LIBS}")
 # Relocatable: the prefix is found from the .pc file's own place, so `cmake --install --prefix P`
