@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <type_traits>
 
 #include "rlx/error.h"
 #include "rlx/tensor.h"
@@ -11,11 +12,23 @@ namespace rlx::dist {
 
 namespace {
 
+// Integers wrap modulo 2^bits, as on every device (signed overflow would be undefined in C++).
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else return static_cast<T>(a + b);
+}
+template <class T>
+T mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else return static_cast<T>(a * b);
+}
+
 template <class T>
 void loop(T* a, const T* x, int64_t n, ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: for (int64_t i = 0; i < n; ++i) a[i] = static_cast<T>(a[i] + x[i]); break;
-    case ReduceOp::Prod: for (int64_t i = 0; i < n; ++i) a[i] = static_cast<T>(a[i] * x[i]); break;
+    case ReduceOp::Sum: for (int64_t i = 0; i < n; ++i) a[i] = add(a[i], x[i]); break;
+    case ReduceOp::Prod: for (int64_t i = 0; i < n; ++i) a[i] = mul(a[i], x[i]); break;
     case ReduceOp::Max: for (int64_t i = 0; i < n; ++i) a[i] = std::max(a[i], x[i]); break;
     case ReduceOp::Min: for (int64_t i = 0; i < n; ++i) a[i] = std::min(a[i], x[i]); break;
   }

@@ -4,6 +4,7 @@
 // channel) becomes qlinear: i8/u8 output when its only use is quantize_affine (optionally through a
 // constant bias add, folded into an i32 bias), f32 output (scale sx * sw[n]) otherwise. Left-over
 // dequantize_affine nodes of constants are folded. Each contraction gets one report line.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -14,6 +15,13 @@
 namespace rlx {
 
 namespace {
+
+// The i32 bias of an int8 contraction: bias / (x_scale · w_scale) rounded, saturated (a zero weight
+// scale or a huge bias must not become an out-of-range cast).
+int32_t saturate_i32(double v) {
+  if (std::isnan(v)) return 0;
+  return static_cast<int32_t>(std::clamp(v, -2147483648.0, 2147483647.0));
+}
 
 const Tensor* const_of(const Graph& g, ValueId v) {
   int p = g.values[static_cast<size_t>(v)].producer;
@@ -179,7 +187,7 @@ Graph fuse_qdq(const Graph& g, std::vector<std::string>* report) {
       if (bconst) {
         Tensor bi(DType::i32, {N});
         for (int64_t j = 0; j < N; ++j)
-          bi.data<int32_t>()[j] = static_cast<int32_t>(std::nearbyint(bconst->get(j) / p.acc_scale[static_cast<size_t>(j)]));
+          bi.data<int32_t>()[j] = saturate_i32(std::nearbyint(bconst->get(j) / p.acc_scale[static_cast<size_t>(j)]));
         qin.push_back(d.add_node(OpKind::Constant, {}, {{"value", bi}}, n.name)[0]);
       }
       ValueId y = d.add_node(OpKind::QLinear, qin, a, n.name)[0];

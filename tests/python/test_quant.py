@@ -6,9 +6,9 @@ import pytest
 
 import rlx
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-quantization = pytest.importorskip("onnxruntime.quantization")
+import onnx  # noqa: E402  (pinned in scripts/constraints.txt: a missing one is an error, not a skip)
+import onnxruntime as ort  # noqa: E402
+from onnxruntime import quantization  # noqa: E402
 from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 
 from onnx_helpers import make_model  # noqa: E402

@@ -3,6 +3,8 @@
 // one translation unit per target; the runtime probe reports the missing GPU.
 #include <gtest/gtest.h>
 
+#include "test_util.h"  // RLX_REQUIRE
+
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -34,7 +36,7 @@ TEST(Rocm, HipDialectHasNoPtx) {
 }
 
 TEST(Rocm, EveryClaimedCaseBuildsForGfx90aAndGfx940) {
-  if (rocm::hipcc_path().empty()) GTEST_SKIP() << "hipcc not installed (scripts/bootstrap.sh installs it)";
+  RLX_REQUIRE(!rocm::hipcc_path().empty(), "hipcc (scripts/bootstrap.sh installs it)");
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> srcs;
   std::set<std::string> seen;

@@ -3,6 +3,8 @@
 // (Debian `chromium`, WebGPU on its SwiftShader adapter) opens it, and the outputs it prints are
 // compared with cpu. The browser runs as a child in its own process group, ended by that id.
 #include <gtest/gtest.h>
+
+#include "test_util.h"  // RLX_REQUIRE
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,7 +75,7 @@ std::string run_browser(const std::string& url) {
 }  // namespace
 
 TEST(WebGpuBrowser, GeneratedPageMatchesCpuInChromium) {
-  if (std::system("chromium --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no chromium (apt install chromium)";
+  RLX_REQUIRE(std::system("chromium --version >/dev/null 2>&1") == 0, "chromium (apt install chromium)");
   Graph g = load_graph_file(std::string(RLX_SOURCE_DIR) + "/examples/mlp.rlx");
   Tensor x(DType::f32, {3, 8});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 23.0f - 0.4f;
