@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backends/cpu/qgemm.h"
+#include "backends/cpu/qgemm_panels.h"
 
 namespace rlx::cpu::qgemm {
 
@@ -45,20 +46,8 @@ constexpr TileFn kTiles[kMr + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>,
 }  // namespace
 
 void gemm_avx2(const PackedA& a, const PackedB& b, int64_t m0, int64_t m1, int32_t* C, int64_t ldc) {
-  const int64_t kq = a.Kp / 2, panel = kq * 16, panels = b.Np / 8;
-  alignas(32) int32_t out[kMr * 16];
-  for (int64_t m = m0; m < m1; m += kMr) {
-    int mr = static_cast<int>(std::min<int64_t>(kMr, m1 - m));
-    const uint16_t* A = a.u16.data() + m * a.Kp;
-    for (int64_t p = 0; p < panels; p += 2) {
-      const int16_t* B0 = b.s16.data() + p * panel;
-      const int16_t* B1 = p + 1 < panels ? B0 + panel : B0;  // an odd last panel: computed twice, half kept
-      kTiles[mr](A, a.Kp, B0, B1, kq, out);
-      int64_t c0 = p * 8, nc = std::min<int64_t>(16, b.N - c0);
-      if (p + 1 >= panels) nc = std::min<int64_t>(nc, 8);
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m - m0 + r) * ldc + c0, out + r * 16, static_cast<size_t>(nc) * 4);
-    }
-  }
+  const int64_t kq = a.Kp / 2;
+  gemm_panels<kMr, 8>(a.u16.data(), a.Kp, b.s16.data(), kq * 16, b.Np / 8, kq, b.N, kTiles, m0, m1, C, ldc);
 }
 
 #else

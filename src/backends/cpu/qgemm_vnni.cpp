@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/cpu/qgemm.h"
+#include "backends/cpu/qgemm_panels.h"
 
 namespace rlx::cpu::qgemm {
 
@@ -44,20 +45,8 @@ constexpr TileFn kTiles[kMr + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>,
 }  // namespace
 
 void gemm_vnni(const PackedA& a, const PackedB& b, int64_t m0, int64_t m1, int32_t* C, int64_t ldc) {
-  const int64_t kq = a.Kp / 4, panel = kq * 64, panels = b.Np / 16;
-  alignas(64) int32_t out[kMr * 32];
-  for (int64_t m = m0; m < m1; m += kMr) {
-    int mr = static_cast<int>(std::min<int64_t>(kMr, m1 - m));
-    const uint8_t* A = a.u8.data() + m * a.Kp;
-    for (int64_t p = 0; p < panels; p += 2) {
-      const int8_t* B0 = b.s8.data() + p * panel;
-      const int8_t* B1 = p + 1 < panels ? B0 + panel : B0;
-      kTiles[mr](A, a.Kp, B0, B1, kq, out);
-      int64_t c0 = p * 16, nc = std::min<int64_t>(32, b.N - c0);
-      if (p + 1 >= panels) nc = std::min<int64_t>(nc, 16);
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m - m0 + r) * ldc + c0, out + r * 32, static_cast<size_t>(nc) * 4);
-    }
-  }
+  const int64_t kq = a.Kp / 4;
+  gemm_panels<kMr, 16>(a.u8.data(), a.Kp, b.s8.data(), kq * 64, b.Np / 16, kq, b.N, kTiles, m0, m1, C, ldc);
 }
 
 #else
