@@ -37,6 +37,7 @@ Graph load_model_file(const std::string& path, const Args& a, const std::map<std
 }
 int inspect_onnx_file(const std::string& path) { no_onnx(path); }
 int cmd_onnx_suite(const Args&) { no_onnx("onnx-suite"); }
+int cmd_quantize(const Args&) { no_onnx("quantize (it reads and writes ONNX)"); }
 
 }  // namespace rlx::cli
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <sstream>
 
+#include "runtime/env.h"
+
 namespace rlx::pjrt {
 
 using graph_api::FlatNode;
@@ -266,6 +268,10 @@ void Emitter::node(const FlatNode& n) {
                        list(graph_api::attr_is(n, "rhs_batch")) + ", lhs_contracting_dimensions = " +
                        list(graph_api::attr_is(n, "lhs_contract")) + ", rhs_contracting_dimensions = " +
                        list(graph_api::attr_is(n, "rhs_contract")) + ">";
+      // XLA's GPU compiler runs an f32 dot at DEFAULT precision on TF32 tensor cores (10-bit
+      // mantissa); RLX's f32 means f32, so ask for HIGHEST unless RLX_ALLOW_TF32=1 opts in, as on cuda.
+      if ((odt == DType::f32 || odt == DType::f64) && !env_is_1("RLX_ALLOW_TF32"))
+        dn += ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
       op("stablehlo.dot_general", {{name[n.in[0]], type(n.in[0])}, {name[n.in[1]], type(n.in[1])}}, dn, ot, res);
       return;
     }
