@@ -28,6 +28,7 @@
 #include "backends/cpu/vmath.h"  // not used here: makes this file rebuild when the embedded text changes
 #include "codegen/renderer.h"
 #include "runtime/disk_cache.h"
+#include "runtime/subprocess.h"
 
 extern char** environ;
 
@@ -67,24 +68,15 @@ bool executable_file(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
 }
 
-std::string on_path(const std::string& name) {
-  if (name.find('/') != std::string::npos) return executable_file(name) ? name : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(ss, dir, ':');)
-    if (!dir.empty() && executable_file(dir + "/" + name)) return dir + "/" + name;
-  return "";
-}
-
 // The compiler to use, or "" with `why`.
 std::string find_compiler(std::string* why) {
   if (const char* e = std::getenv("RLX_CXX"); e && *e) {
-    std::string p = on_path(e);
+    std::string p = find_on_path(e);
     if (p.empty()) *why = std::string("RLX_CXX=") + e + " not found";
     return p;
   }
   for (const char* n : {"c++", "g++", "clang++"})
-    if (std::string p = on_path(n); !p.empty()) return p;
+    if (std::string p = find_on_path(n); !p.empty()) return p;
   *why = "no C++ compiler on PATH (c++, g++, clang++; or set RLX_CXX)";
   return "";
 }

@@ -20,79 +20,11 @@
 
 #include "backends/hexagon/hexagon.h"
 #include "runtime/disk_cache.h"
-
-extern char** environ;
+#include "runtime/subprocess.h"
 
 namespace rlx::hexagon {
 
 namespace {
-
-std::string on_path(const std::string& n) {
-  const char* p = std::getenv("PATH");
-  std::string path = p ? p : "/usr/bin:/bin";
-  size_t s = 0;
-  while (s <= path.size()) {
-    size_t e = path.find(':', s);
-    if (e == std::string::npos) e = path.size();
-    std::string c = path.substr(s, e - s) + "/" + n;
-    if (::access(c.c_str(), X_OK) == 0) return c;
-    s = e + 1;
-  }
-  return "";
-}
-
-// Runs argv with stdin/stdout as given (-1: inherit); returns the pid or -1.
-pid_t spawn(const std::vector<std::string>& argv, int in_fd, int out_fd, int err_fd, const std::vector<int>& close_fds) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (in_fd >= 0) posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
-  if (out_fd >= 0) posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  if (err_fd >= 0) posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-  for (int f : close_fds) posix_spawn_file_actions_addclose(&fa, f);
-  std::vector<char*> av;
-  for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, av.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return rc == 0 ? pid : -1;
-}
-
-// Runs a tool to completion with stdout+stderr captured; returns its exit status (-1: no start).
-int run_tool(const std::vector<std::string>& argv, std::string& out) {
-  int p[2];
-  if (::pipe(p) != 0) return -1;
-  pid_t pid = spawn(argv, -1, p[1], p[1], {p[0]});
-  ::close(p[1]);
-  char buf[4096];
-  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(p[0]);
-  if (pid < 0) return -1;
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-bool write_all(int fd, const void* p, size_t n) {
-  auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w, n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-bool read_all(int fd, void* p, size_t n) {
-  auto* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = ::read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    c += r, n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -304,7 +236,7 @@ class HexagonApi : public gpu::Api {
     RLX_CHECK(::pipe(in) == 0 && ::pipe(out) == 0, "[hexagon] pipe failed");
     ::fcntl(in[1], F_SETFD, FD_CLOEXEC);
     ::fcntl(out[0], F_SETFD, FD_CLOEXEC);
-    pid_ = spawn({qemu_, "-cpu", "v67", bin}, in[0], out[1], -1, {});
+    pid_ = spawn_process({qemu_, "-cpu", "v67", bin}, in[0], out[1], -1, {});
     ::close(in[0]);
     ::close(out[1]);
     to_ = in[1], from_ = out[0];
@@ -333,12 +265,12 @@ std::string toolchain_missing() {
   static std::once_flag once;
   static std::string missing;
   std::call_once(once, [] {
-    std::string clang = on_path("clang"), out;
+    std::string clang = find_on_path("clang"), out;
     if (clang.empty()) missing += "clang not on PATH; ";
     else if (run_tool({clang, "--print-targets"}, out) != 0 || out.find("hexagon") == std::string::npos)
       missing += "clang has no Hexagon target; ";
-    if (on_path("ld.lld").empty()) missing += "ld.lld not on PATH; ";
-    if (on_path("qemu-hexagon").empty()) missing += "qemu-hexagon not on PATH (Debian qemu-user); ";
+    if (find_on_path("ld.lld").empty()) missing += "ld.lld not on PATH; ";
+    if (find_on_path("qemu-hexagon").empty()) missing += "qemu-hexagon not on PATH (Debian qemu-user); ";
     if (!missing.empty()) missing.resize(missing.size() - 2);
   });
   return missing;
@@ -350,7 +282,7 @@ std::unique_ptr<gpu::Api> make_hexagon_api(std::string* why) {
     if (why) *why = m;
     return nullptr;
   }
-  return std::make_unique<HexagonApi>(on_path("clang"), on_path("qemu-hexagon"));
+  return std::make_unique<HexagonApi>(find_on_path("clang"), find_on_path("qemu-hexagon"));
 }
 
 gpu::Api* hexagon_api(std::string* why) {

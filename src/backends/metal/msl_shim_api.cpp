@@ -20,6 +20,7 @@
 
 #include "backends/portable/api.h"
 #include "runtime/disk_cache.h"
+#include "runtime/subprocess.h"
 
 namespace rlx::gpu {
 
@@ -158,13 +159,9 @@ class MslShimApi : public Api {
       RLX_CHECK(write_file_atomic(shim_dir + "/metal_stdlib", kShim), "[metal] cannot write the shim");
       const std::string tmp = temp_path_for(so), src = tmp + ".cpp";
       RLX_CHECK(write_file_atomic(src, text), "[metal] cannot write ", src);
-      std::string cmd = cxx + " -std=c++17 -O1 -fwrapv -w -shared -fPIC -I'" + shim_dir + "' -o '" + tmp + "' '" + src + "' 2>&1";
       std::string log;
-      FILE* p = popen(cmd.c_str(), "r");
-      RLX_CHECK(p, "[metal] cannot run ", cxx);
-      char buf[512];
-      while (std::fgets(buf, sizeof buf, p)) log += buf;
-      int rc = pclose(p);
+      int rc = run_tool({cxx, "-std=c++17", "-O1", "-fwrapv", "-w", "-shared", "-fPIC", "-I" + shim_dir, "-o", tmp, src}, log);
+      RLX_CHECK(rc >= 0 || !log.empty(), "[metal] cannot run ", cxx);
       std::remove(src.c_str());
       if (rc != 0 || std::rename(tmp.c_str(), so.c_str()) != 0) {
         std::remove(tmp.c_str());

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "rlx/error.h"
+#include "runtime/subprocess.h"
 
 namespace rlx {
 namespace pjrt {
@@ -18,16 +19,8 @@ namespace pjrt {
 namespace {
 
 std::string python_path(const std::string& module, const std::string& file) {
-  std::string cmd = "python3 -c \"import importlib.util as u; s=u.find_spec('" + module +
-                    "'); print(s.submodule_search_locations[0] if s else '')\" 2>/dev/null";
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    ::pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? out : out + "/" + file;
+  std::string dir = python_package_dir(module);
+  return dir.empty() ? dir : dir + "/" + file;
 }
 
 bool exists(const std::string& p) {

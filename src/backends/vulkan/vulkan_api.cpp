@@ -18,6 +18,7 @@
 
 #include "backends/portable/api.h"
 #include "runtime/disk_cache.h"  // the shared on-disk cache (RLX_CACHE_DIR, RLX_CACHE_MAX_MB)
+#include "runtime/subprocess.h"
 
 namespace rlx::gpu {
 
@@ -121,12 +122,13 @@ class VulkanApi : public Api {
     } else {
       const std::string tmp = temp_path_for(spv), src = tmp + flavor.ext;
       RLX_CHECK(write_file_atomic(src, k.source), "[vulkan] cannot write ", src);
-      std::string cmd = glslc + " " + kFlags + " -o '" + tmp + "' '" + src + "' 2>&1", log;
-      FILE* p = popen(cmd.c_str(), "r");
-      RLX_CHECK(p, "[vulkan] cannot run ", glslc);
-      char buf[512];
-      while (fgets(buf, sizeof buf, p)) log += buf;
-      int rc = pclose(p);
+      std::vector<std::string> argv{glslc};
+      std::stringstream flags(kFlags);
+      for (std::string f; flags >> f;) argv.push_back(f);
+      argv.insert(argv.end(), {"-o", tmp, src});
+      std::string log;
+      int rc = run_tool(argv, log);
+      RLX_CHECK(rc >= 0 || !log.empty(), "[vulkan] cannot run ", glslc);
       std::remove(src.c_str());
       if (rc != 0) {
         std::remove(tmp.c_str());

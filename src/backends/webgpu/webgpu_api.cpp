@@ -15,6 +15,7 @@
 
 #include "backends/portable/api.h"
 #include "runtime/disk_cache.h"  // fnv1a64
+#include "runtime/subprocess.h"
 
 #if RLX_HAVE_WEBGPU_H
 #include "wgpu.h"  // includes webgpu.h; both from the wgpu wheel's resources folder
@@ -258,16 +259,8 @@ std::string find_library() {
 #ifdef RLX_WGPU_DEFAULT_LIB
   if (stat(RLX_WGPU_DEFAULT_LIB, &st) == 0) return RLX_WGPU_DEFAULT_LIB;
 #endif
-  // find_spec locates the package without importing it (its own dependencies may be absent)
-  FILE* p = popen("python3 -c \"import importlib.util as u,os;s=u.find_spec('wgpu');print(os.path.join("
-                  "s.submodule_search_locations[0],'resources','libwgpu_native-release.so'))\" 2>/dev/null", "r");
-  std::string out;
-  if (p) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  std::string out = python_package_dir("wgpu");
+  if (!out.empty()) out += "/resources/libwgpu_native-release.so";
   if (!out.empty() && stat(out.c_str(), &st) == 0) return out;
   return "libwgpu_native.so";
 }
