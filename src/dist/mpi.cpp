@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -77,6 +78,29 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// Sends in flight (MpiCommunicator::send), with the bytes they own. Held past the communicator's
+// lifetime (never freed), so the atexit handler can complete them before MPI_Finalize.
+struct PendingSend {
+  MPI_Request req;
+  std::vector<char> bytes;
+};
+std::deque<PendingSend>& pending_sends() {
+  static auto* q = new std::deque<PendingSend>;
+  return *q;
+}
+void reap_sends(bool all, int rank) {
+  auto& q = pending_sends();
+  while (!q.empty()) {
+    int done = 1;
+    if (all)
+      check(MPI_Wait(&q.front().req, MPI_STATUS_IGNORE), "send", rank);
+    else
+      check(MPI_Test(&q.front().req, &done, MPI_STATUS_IGNORE), "send", rank);
+    if (!done) return;
+    q.pop_front();
+  }
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
@@ -88,7 +112,9 @@ class MpiCommunicator final : public Communicator {
       std::atexit([] {
         int fin = 0;
         MPI_Finalized(&fin);
-        if (!fin) MPI_Finalize();
+        if (fin) return;
+        for (auto& p : pending_sends()) MPI_Wait(&p.req, MPI_STATUS_IGNORE);  // a peer still receiving
+        MPI_Finalize();
       });
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -134,19 +160,31 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* buf, int64_t bytes, int root, const ReplicaGroups& g) override {
     check(MPI_Bcast(buf, as_int(bytes, "size"), MPI_BYTE, root, comm(g)), "broadcast", rank_);
   }
+  // Buffered, as the in-process transport's: the bytes are copied and sent with MPI_Isend, so a
+  // send never waits for its recv (a pipeline's stages send forward and backward at the same time).
+  // Finished sends are reaped on every later send/recv; barrier() waits for all of them.
   void send(const void* buf, int64_t bytes, int peer, int tag) override {
-    check(MPI_Send(buf, as_int(bytes, "size"), MPI_BYTE, peer, tag, MPI_COMM_WORLD), "send", rank_);
+    reap(false);
+    auto p = static_cast<const char*>(buf);
+    pending_sends().push_back({MPI_REQUEST_NULL, std::vector<char>(p, p + bytes)});
+    auto& s = pending_sends().back();
+    check(MPI_Isend(s.bytes.data(), as_int(bytes, "size"), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &s.req), "send", rank_);
   }
   void recv(void* buf, int64_t bytes, int peer, int tag) override {
+    reap(false);
     MPI_Status st;
     check(MPI_Recv(buf, as_int(bytes, "size"), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st), "recv", rank_);
     int got = 0;
     MPI_Get_count(&st, MPI_BYTE, &got);
     RLX_CHECK(got == bytes, "[dist] rank ", rank_, ": recv of ", bytes, " B from rank ", peer, " got ", got, " B");
   }
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier", rank_); }
+  void barrier() override {
+    reap(true);
+    check(MPI_Barrier(MPI_COMM_WORLD), "barrier", rank_);
+  }
 
  private:
+  void reap(bool all) { reap_sends(all, rank_); }
   // One communicator per partition of the world into groups (MPI_Comm_split is collective: every
   // rank meets the same partitions in the same order, as every rank runs the same graph).
   MPI_Comm comm(const ReplicaGroups& g) {

@@ -343,6 +343,18 @@ TEST(DistMpi, DataParallelMnistLossCurveEqualsOneProcess) {
   EXPECT_NE(r.out.find("rank 0: dp-mlp ok"), std::string::npos) << r.out;
 }
 
+// Pipeline parallel, one stage per process, activations and cotangents over MPI send/recv.
+TEST(DistMpi, PipelineParallelMnistLossCurveEqualsOneProcess) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  RLX_REQUIRE_DIR("/usr/share/datasets/fashion-mnist");
+  for (const char* sched : {"1f1b", "gpipe"}) {
+    ProcRun r = sh(mpirun(2) + RLX_DIST_WORKER " pp-mlp " + sched);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("rank 0: pp-mlp ok"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("rank 1: pp-mlp ok"), std::string::npos) << r.out;
+  }
+}
+
 TEST(DistMpi, MismatchedGraphsAreDetectedAtStartUp) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=20") + RLX_DIST_WORKER " mismatch");
