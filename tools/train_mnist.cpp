@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "data/idx.h"
+#include "dist/communicator.h"
 #include "models/mlp.h"
 #include "train/train.h"
 
@@ -198,6 +199,20 @@ int cmd_train_mnist(const Args& a) {
     if (a.has(f) && !bench) usage_fail("train-mnist --", f, " goes with --bench-steps");
   if (a.has("report") && a.get("amp") == "f32") usage_fail("train-mnist --report goes with --amp bf16|f16");
 
+  // Under `rlx launch -n N` (or mpirun): data parallelism. Each rank steps on its batch/N rows of
+  // every batch; the step graph averages the gradients over the ranks (train::DataParallel), so all
+  // ranks hold the same parameters. Rank 0 alone prints and writes files.
+  dist::Communicator& comm = dist::current();
+  const int ranks = comm.size(), rank = comm.rank();
+  if (ranks > 1) {
+    if (bench) usage_fail("train-mnist --bench-steps times one process; run it without rlx launch");
+    if (batch % ranks != 0) usage_fail("train-mnist --batch ", batch, " must divide by the ", ranks, " data-parallel ranks");
+    if (rank != 0) {
+      quiet = true;
+      if (!std::freopen("/dev/null", "w", stdout)) usage_fail("train-mnist: cannot silence rank ", rank);
+    }
+  }
+  const int64_t local = batch / ranks;
   data::Dataset ds = data::load_dataset(which, a.get("data-dir"));
   int64_t ntrain = ds.train_x.shape()[0], ntest = ds.test_x.shape()[0];
   int64_t steps_per_epoch = ntrain / batch;
@@ -205,13 +220,13 @@ int cmd_train_mnist(const Args& a) {
   sched.total = steps_per_epoch * epochs;
 
   std::vector<int64_t> sizes = layer_sizes(a);
-  Graph loss = model == "mlp" ? models::mlp_loss_graph(sizes, batch) : models::cnn_loss_graph(batch);
+  Graph loss = model == "mlp" ? models::mlp_loss_graph(sizes, local) : models::cnn_loss_graph(local);
   std::vector<Tensor> init = model == "mlp" ? models::mlp_init(sizes, seed) : models::cnn_init(seed);
   train::AmpConfig amp;  // --amp bf16|f16: the amp pass (src/train/amp.cpp); --report prints its choices
   std::string amp_s = a.get("amp");
   if (amp_s == "bf16") amp.dtype = DType::bf16;
   if (amp_s == "f16") amp.dtype = DType::f16;
-  train::Trainer tr(loss, init, opt, sched, co, amp);
+  train::Trainer tr(loss, init, opt, sched, co, amp, train::DataParallel{ranks});
   if (a.has("report") && amp.dtype != DType::f32) std::printf("%s", tr.amp_report().table().c_str());
   std::map<std::string, std::string> resume_meta;
   if (a.has("resume")) resume_meta = tr.load(a.get("resume"));
@@ -262,16 +277,16 @@ int cmd_train_mnist(const Args& a) {
                 (long long)st.epoch_step, (long long)tr.step_count());
   }
   std::vector<int64_t> order(ntrain);
-  Tensor bx(DType::f32, {batch, 784}), by(DType::i64, {batch});
+  Tensor bx(DType::f32, {local, 784}), by(DType::i64, {local});
   Tensor ex(DType::f32, {eb, 784}), ey(DType::i64, {eb});
   double total_time = 0, last_acc = -1;
   int64_t total_images = 0;
   const bool bar = !quiet && isatty(STDERR_FILENO);  // \r frames only on a terminal, never into a log
   const bool stop_on_nan = a.has("stop-on-nan");
   const int64_t every = a.integer("checkpoint-every"), stop_after = a.has("stop-after") ? a.integer("stop-after") : -1;
-  std::string ckpt = a.get("checkpoint");
+  std::string ckpt = rank == 0 ? a.get("checkpoint") : "none";
   bool warned_nan = false, stopped = false;
-  Metrics metrics(a.get("metrics"), !resume_meta.empty());
+  Metrics metrics(rank == 0 ? a.get("metrics") : "none", !resume_meta.empty());
   auto save = [&](const char* why) {
     if (ckpt == "none") return;
     tr.save(ckpt, loop_meta(st));
@@ -285,7 +300,7 @@ int cmd_train_mnist(const Args& a) {
     auto t0 = std::chrono::steady_clock::now();
     int64_t first = st.epoch_step;
     for (int64_t s = st.epoch_step; s < steps; ++s) {
-      fill_batch(ds, true, order, s * batch, batch, bx, by);
+      fill_batch(ds, true, order, s * batch + rank * local, local, bx, by);
       double lr = tr.current_lr();
       const auto& outs = tr.step({bx, by});
       double l = outs[0].get(0);
@@ -356,7 +371,7 @@ int cmd_train_mnist(const Args& a) {
   save("end");
   metrics.close();
   std::string png = a.get("plot");
-  if (png != "none") {
+  if (png != "none" && rank == 0) {
     render_plot(plotter, a.get("metrics"), png);
     std::printf("curves: %s (from %s)\n", png.c_str(), a.get("metrics").c_str());
   }

@@ -55,7 +55,7 @@ std::vector<ValueId> emit_update(Builder& b, const OptimizerConfig& c, ValueId p
 }
 
 Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConfig& c, const AmpConfig& amp,
-                       AmpReport* report) {
+                       AmpReport* report, const DataParallel& dp) {
   int S = state_per_param(c);
   Graph f = ad::decompose_for_ad(loss_fn);  // keeps stop_gradient for the VJP
   if (amp.dtype != DType::f32) f = amp_pass(f, amp.dtype, report);
@@ -96,6 +96,18 @@ Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConf
   for (int i = 0; i < num_params; ++i) wrt.push_back(i);
   auto r = ad::emit_vjp(b, f, ins, seeds, wrt);
   std::vector<ValueId> outs(r.begin(), r.begin() + static_cast<long>(f.outputs.size())), new_p, new_s;
+  if (dp.ranks > 1) {  // gradients (and the reported outputs) over the data-parallel ranks
+    b.set_origin("data-parallel");
+    std::vector<ValueId> grads(r.begin() + static_cast<long>(f.outputs.size()), r.end());
+    emit_gradient_all_reduce(b, grads, dp);
+    std::copy(grads.begin(), grads.end(), r.begin() + static_cast<long>(f.outputs.size()));
+    std::vector<int64_t> world;
+    for (int i = 0; i < dp.ranks; ++i) world.push_back(i);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      ValueId sum = b.op1(OpKind::AllReduce, {outs[k]}, {{"reduce", std::string("sum")}, {"groups", world}});
+      outs[k] = k == 0 ? b.mul(sum, b.scalar(1.0 / dp.ranks, b.dtype(sum))) : sum;
+    }
+  }
   ValueId finite = -1;
   if (scale >= 0) {  // unscale; finite = no inf/nan in any gradient (x - x is NaN exactly then)
     b.set_origin("amp/loss_scale");
@@ -143,11 +155,11 @@ Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConf
 }
 
 Trainer::Trainer(const Graph& loss_fn, std::vector<Tensor> init, OptimizerConfig opt, LrSchedule sched,
-                 CompileOptions copts, AmpConfig amp)
+                 CompileOptions copts, AmpConfig amp, DataParallel dp)
     : opt_(std::move(opt)),
       sched_(std::move(sched)),
       amp_(amp),
-      step_graph_(build_train_step(loss_fn, static_cast<int>(init.size()), opt_, amp_, &amp_report_)),
+      step_graph_(build_train_step(loss_fn, static_cast<int>(init.size()), opt_, amp_, &amp_report_, dp)),
       model_(step_graph_, copts),
       num_params_(static_cast<int>(init.size())),
       num_outs_(static_cast<int>(loss_fn.outputs.size())),

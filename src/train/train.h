@@ -71,8 +71,23 @@ Graph amp_pass(const Graph& f, DType low, AmpReport* report = nullptr);
 // when a gradient is not finite the update is skipped (params/state pass through), the scale halves
 // (not below 1), the good count resets and skipped grows by 1; after growth_interval finite steps
 // in a row the scale doubles (at most 2^24).
+// Data parallelism: each of `ranks` processes (the current communicator's world) steps on its own
+// share of the batch, and the step graph averages the gradients over the ranks with all_reduce(sum)
+// in buckets: the gradients, last layer first (the order the backward pass produces them), are
+// flattened and concatenated up to about `bucket_bytes` per collective, so a model with many small
+// parameters pays a few collectives, not one per tensor. loss_fn's output 0 is averaged over the
+// ranks and the other outputs (counts) summed, so every rank reports the global batch's values and
+// applies the same update.
+struct DataParallel {
+  int ranks = 1;
+  int64_t bucket_bytes = int64_t{4} << 20;
+};
+// Emits the bucketed all-reduce of `grads` (replaced by their rank means) into b's graph; returns
+// the number of collectives (buckets). Used by build_train_step when dp.ranks > 1.
+int emit_gradient_all_reduce(Builder& b, std::vector<ValueId>& grads, const DataParallel& dp);
+
 Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConfig& c, const AmpConfig& amp = {},
-                       AmpReport* report = nullptr);
+                       AmpReport* report = nullptr, const DataParallel& dp = {});
 
 // Runs compiled training steps. Parameters and optimizer state stay resident in the step's
 // executable (Executable's resident API, src/runtime/backend.h): after each step the new
@@ -84,7 +99,7 @@ Graph build_train_step(const Graph& loss_fn, int num_params, const OptimizerConf
 class Trainer {
  public:
   Trainer(const Graph& loss_fn, std::vector<Tensor> init_params, OptimizerConfig opt, LrSchedule sched = {},
-          CompileOptions copts = {}, AmpConfig amp = {});
+          CompileOptions copts = {}, AmpConfig amp = {}, DataParallel dp = {});
   // One step on a batch (data inputs of loss_fn in order), then outputs().
   const std::vector<Tensor>& step(const std::vector<Tensor>& data);
   // One step, reading nothing back (read the loss every k steps with outputs()).

@@ -376,6 +376,28 @@ TEST(DistMpi, KilledRankEndsThePeerWithinTheTimeout) {
   EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault'").code, 0) << "orphan worker processes remain";
 }
 
+// `rlx launch -n 2 -- rlx train-mnist`: data parallel (each rank half of every batch, gradients
+// averaged in the step graph); rank 0's report equals one process's to the printed digits.
+TEST(DistMpi, TrainMnistUnderLaunchIsDataParallel) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  RLX_REQUIRE_DIR("/usr/share/datasets/fashion-mnist");
+  const std::string args = " train-mnist --data fashion --epochs 1 --max-steps 30 --batch 64 --quiet --plot none "
+                           "--checkpoint none";
+  ProcRun one = sh(std::string(RLX_BIN) + args);
+  ASSERT_EQ(one.code, 0) << one.out;
+  ProcRun dp = sh(std::string(RLX_BIN) + " launch -n 2 -- rlx" + args);
+  ASSERT_EQ(dp.code, 0) << dp.out;
+  auto report = [](const std::string& out) {  // "epoch 1: train loss L, train acc A, test acc T"
+    size_t at = out.find("epoch 1: train loss");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(", ", out.find("test acc", at)) - at);
+  };
+  EXPECT_EQ(report(dp.out), report(one.out)) << dp.out;
+  EXPECT_NE(report(one.out), "(none)") << one.out;
+  size_t n = 0;
+  for (size_t at = dp.out.find("epoch 1:"); at != std::string::npos; at = dp.out.find("epoch 1:", at + 1)) ++n;
+  EXPECT_EQ(n, 1u) << "only rank 0 reports:\n" << dp.out;
+}
+
 TEST(DistMpi, TensorParallelMiniLMEmbeddingsEqualOneProcess) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   std::string dir = rlx::testing::minilm_dir();

@@ -1,8 +1,10 @@
-// Pipeline parallelism (src/train/pipeline_parallel.h) on in-process ranks: the stage split, the
-// GPipe and 1F1B orders, and training that matches one process's Trainer on the whole batch.
+// Parallel training on in-process ranks, against one process's Trainer on the whole batch: pipeline
+// parallelism (src/train/pipeline_parallel.h: the stage split, the GPipe and 1F1B orders) and data
+// parallelism (train::DataParallel: the bucketed gradient all-reduce of the step graph).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -180,6 +182,53 @@ TEST(PipelineParallel, AdamWithTwoMicroBatchesMatchesOneProcess) {
   o.kind = "adam";
   o.lr = 0.01;
   expect_matches(run_pipeline(2, 2, train::PipelineSchedule::OneFOneB, 5, o), run_single(5, o));
+}
+
+std::vector<RankResult> run_data_parallel(int ranks, int steps, int64_t bucket_bytes) {
+  auto world = dist::make_local_world(ranks);
+  std::vector<RankResult> res(static_cast<size_t>(ranks));
+  auto data = batches(steps);
+  const int64_t local = kBatch / ranks;
+  std::vector<std::thread> th;
+  for (int r = 0; r < ranks; ++r)
+    th.emplace_back([&, r] {
+      dist::set_thread(world[static_cast<size_t>(r)].get());
+      try {
+        train::Trainer tr(models::mlp_loss_graph(kSizes, local), models::mlp_init(kSizes, 3), sgd(), {}, {}, {},
+                          {ranks, bucket_bytes});
+        for (int s = 0; s < steps; ++s) {  // this rank's rows of the global batch
+          const auto& whole = data[static_cast<size_t>(s)];
+          Tensor x(DType::f32, {local, kSizes[0]}), y(DType::i64, {local});
+          std::memcpy(x.raw(), static_cast<const char*>(whole[0].raw()) + x.nbytes() * static_cast<size_t>(r), x.nbytes());
+          std::memcpy(y.raw(), static_cast<const char*>(whole[1].raw()) + y.nbytes() * static_cast<size_t>(r), y.nbytes());
+          auto o = tr.step({x, y});
+          res[static_cast<size_t>(r)].losses.push_back(o[0].get(0));
+          res[static_cast<size_t>(r)].correct.push_back(o[1].get(0));
+        }
+        for (auto& p : tr.params()) res[static_cast<size_t>(r)].params.push_back(p.clone());
+        for (int i = 0; i < 6; ++i) res[static_cast<size_t>(r)].owned.push_back(i);
+        int collectives = 0;
+        for (auto& n : tr.step_graph().nodes) collectives += n.op == OpKind::AllReduce;
+        res[static_cast<size_t>(r)].order = std::to_string(collectives);
+      } catch (const std::exception& e) {
+        res[static_cast<size_t>(r)].error = e.what();
+      }
+      dist::set_thread(nullptr);
+    });
+  for (auto& t : th) t.join();
+  return res;
+}
+
+TEST(DataParallel, TwoRanksInOneBucketMatchOneProcess) {
+  auto dp = run_data_parallel(2, 6, int64_t{1} << 20);
+  expect_matches(dp, run_single(6));
+  EXPECT_EQ(dp[0].order, "3");  // one bucket for the six gradients, plus the loss and the count
+}
+
+TEST(DataParallel, FourRanksWithOneBucketPerGradientMatchOneProcess) {
+  auto dp = run_data_parallel(4, 6, 1);
+  expect_matches(dp, run_single(6));
+  EXPECT_EQ(dp[0].order, "8");  // bucket_bytes 1: every gradient alone
 }
 
 }  // namespace
