@@ -85,8 +85,9 @@ def write_hf_dir(d: str, w: dict[str, np.ndarray]) -> None:
     write_safetensors(os.path.join(d, "model.safetensors"), w)
 
 
-def onnx_graph(w: dict[str, np.ndarray]):
-    """The encoder as an ONNX ModelProto built node by node (onnx.helper)."""
+def onnx_graph(w: dict[str, np.ndarray], batch=None, seq=None):
+    """The encoder as an ONNX ModelProto built node by node (onnx.helper); with batch and seq, a copy
+    with static input shapes and the position slice's end a constant (for shape-specializing compilers)."""
     from onnx import TensorProto, helper, numpy_helper
 
     H, heads, L = CONFIG["hidden_size"], CONFIG["num_attention_heads"], CONFIG["num_hidden_layers"]
@@ -113,8 +114,9 @@ def onnx_graph(w: dict[str, np.ndarray]):
 
     i64 = lambda v: const(np.array(v, np.int64))  # noqa: E731
     f32 = lambda v: const(np.array(v, np.float32))  # noqa: E731
-    seq = op("Gather", [op("Shape", ["input_ids"]), i64([1])], axis=0)  # [S]
-    pos = op("Slice", [const(w["embeddings.position_embeddings.weight"], "pos_emb"), i64([0]), seq, i64([0])])
+    dims = [batch or "batch", seq or "seq"]
+    end = i64([seq]) if seq else op("Gather", [op("Shape", ["input_ids"]), i64([1])], axis=0)  # [S]
+    pos = op("Slice", [const(w["embeddings.position_embeddings.weight"], "pos_emb"), i64([0]), end, i64([0])])
     x = op("Gather", [const(w["embeddings.word_embeddings.weight"], "word_emb"), "input_ids"], axis=0)
     x = op("Add", [op("Add", [x, pos]), const(w["embeddings.token_type_embeddings.weight"][0], "type0")])
     x = ln(x, "embeddings.LayerNorm")
@@ -141,9 +143,9 @@ def onnx_graph(w: dict[str, np.ndarray]):
     norm = op("Max", [op("Sqrt", [op("ReduceSum", [op("Mul", [e, e]), i64([1])], keepdims=1)]), f32(1e-12)])
     nodes.append(helper.make_node("Div", [e, norm], ["embedding"]))
     g = helper.make_graph(nodes, GRAPH_NAME,
-                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-                           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
-                          [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", H])], inits)
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, dims),
+                           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, dims)],
+                          [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [dims[0], H])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="rlx bench/peers_model.py",
                              ir_version=8)
 
@@ -163,16 +165,12 @@ def write_model(d: str, seed: int = 0) -> dict[str, str]:
     return paths
 
 
-def static_onnx(src: str, dst: str, batch: int, seq: int) -> str:
-    """A copy of the ONNX file with fixed input shapes (for compilers that want static shapes)."""
+def static_onnx(paths: dict, dst: str, batch: int, seq: int) -> str:
+    """The ONNX graph with static shapes, from the same weights (for compilers that specialize)."""
     import onnx
 
-    m = onnx.load(src)
-    for i in m.graph.input:
-        d = i.type.tensor_type.shape.dim
-        d[0].dim_value, d[1].dim_value = batch, seq
-    m.graph.output[0].type.tensor_type.shape.dim[0].dim_value = batch
-    onnx.save(m, dst)
+    if not os.path.exists(dst):
+        onnx.save(onnx_graph(dict(np.load(paths["npz"])), batch, seq), dst)
     return dst
 
 
@@ -248,3 +246,32 @@ class NumpyOps:
             import math
             erf = np.vectorize(math.erf, otypes=[np.float64])
         return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(np.float32)
+
+
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+    """The f32 tensors of a safetensors file (other dtypes, e.g. BERT's i64 position_ids, are left out)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in header.items():
+        if k != "__metadata__" and v["dtype"] == "F32":
+            a, b = v["data_offsets"]
+            out[k] = np.frombuffer(data[a:b], np.float32).reshape(v["shape"]).copy()
+    return out
+
+
+def onnx_from_hf(model_dir: str, dst: str) -> str:
+    """The encoder graph of onnx_graph() on a real MiniLM-L6 checkpoint's weights (no PyTorch needed)."""
+    import onnx
+
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    for k in ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "layer_norm_eps"):
+        if cfg.get(k) != CONFIG[k]:
+            raise ValueError(f"[peers_model] {model_dir}: {k} = {cfg.get(k)}, the graph is built for {CONFIG[k]}")
+    w = {k[5:] if k.startswith("bert.") else k: v for k, v in
+         read_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
+    onnx.save(onnx_graph(w), dst)
+    return dst

@@ -45,6 +45,21 @@ def timed(fn, warmup, runs, budget_s):
     return float(np.percentile(ts, 50)), float(np.percentile(ts, 90)), n
 
 
+def predicted_too_slow(rows, b, s, cfg, outs):
+    """True (and a reason in outs["skipped"]) when the previous, smaller cell's time per token predicts
+    a call longer than cfg["max_call_s"]: such a cell would take minutes of warm-up and timed calls."""
+    if not rows:
+        return False
+    last = rows[-1]
+    est = last["p50_ms"] / (last["batch"] * last["seq"]) * b * s / 1e3
+    if est <= cfg["max_call_s"]:
+        return False
+    outs.setdefault("skipped", {})[f"minilm_{b}x{s}"] = (
+        f"not timed: b{last['batch']}x{last['seq']} took {last['p50_ms']:.0f} ms, so one b{b}x{s} call is "
+        f"predicted at ~{est:.0f} s (> --max-call-s {cfg['max_call_s']:.0f})")
+    return True
+
+
 # ---- MiniLM: framework adapters for peers_model.encoder --------------------------------------------
 
 def _torch_adapter():
@@ -201,6 +216,8 @@ def minilm_framework(system, variant, paths, inputs, cfg):
     else:
         raise Unavailable(f"no MiniLM runner for {system}")
     for (b, s), (ids, mask) in inputs.items():
+        if predicted_too_slow(rows, b, s, cfg, outs):
+            continue
         ti, tm = conv(ids), conv(mask)
         p50, p90, n = timed(lambda: call(ti, tm), cfg["warmup"], cfg["runs"], cfg["budget_s"])
         outs[f"{b}x{s}"] = np.asarray(call(ti, tm))
@@ -215,6 +232,8 @@ def minilm_onnx(system, variant, paths, inputs, cfg):
     rows, outs = [], {}
     cache = cfg["cache"]
     for (b, s), (ids, mask) in inputs.items():
+        if predicted_too_slow(rows, b, s, cfg, outs):
+            continue
         feed = {"input_ids": ids, "attention_mask": mask}
         if system == "onnxruntime":
             import onnxruntime as ort
@@ -253,7 +272,7 @@ def _iree_minilm(paths, cache, b, s, ids, mask):
 
     vmfb = os.path.join(cache, f"iree_minilm_{b}x{s}.vmfb")
     if not os.path.exists(vmfb):  # compiled once, reused by later rounds
-        src = static_onnx(paths["onnx"], os.path.join(cache, f"minilm_{b}x{s}.onnx"), b, s)
+        src = static_onnx(paths, os.path.join(cache, f"minilm_{b}x{s}.onnx"), b, s)
         mlir = os.path.join(cache, f"minilm_{b}x{s}.mlir")
         importer = os.path.join(os.path.dirname(sys.executable), "iree-import-onnx")
         r = subprocess.run([importer, src, "-o", mlir], capture_output=True, text=True)
@@ -275,9 +294,10 @@ def _tvm_minilm(paths, cache, b, s, ids, mask):
     from tvm.relax.frontend.onnx import from_onnx
 
     lib = os.path.join(cache, f"tvm_minilm_{b}x{s}.so")
-    target = tvm.target.Target("llvm -mcpu=native")
+    from tvm.target import codegen
+    target = tvm.target.Target({"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu()})
     if not os.path.exists(lib):
-        m = onnx.load(paths["onnx"])
+        m = onnx.load(static_onnx(paths, os.path.join(cache, f"minilm_{b}x{s}.onnx"), b, s))
         mod = from_onnx(m, shape_dict={"input_ids": [b, s], "attention_mask": [b, s]}, keep_params_in_input=False)
         mod = relax.transform.DecomposeOpsForInference()(mod)
         ex = tvm.compile(mod, target=target)
