@@ -31,7 +31,8 @@ GRAPH_NAME = "minilm_l6_seeded"  # the ONNX graph's name (IREE's import names it
 MASK_NEG = -10000.0  # the additive bias of a padded key position (BERT's classic value)
 
 
-def make_weights(seed: int = 0) -> dict[str, np.ndarray]:
+def make_weights(seed: int = 0, vocab: int | None = None) -> dict[str, np.ndarray]:
+    """vocab: a smaller word-embedding table (tests); the default is MiniLM's 30522 rows."""
     rng = np.random.default_rng(seed)
     H, I, L = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
 
@@ -41,7 +42,7 @@ def make_weights(seed: int = 0) -> dict[str, np.ndarray]:
     def vec(n, scale=0.02, base=0.0):
         return (base + rng.standard_normal(n) * scale).astype(np.float32)
 
-    w = {"embeddings.word_embeddings.weight": mat(CONFIG["vocab_size"], H),
+    w = {"embeddings.word_embeddings.weight": mat(vocab or CONFIG["vocab_size"], H),
          "embeddings.position_embeddings.weight": mat(CONFIG["max_position_embeddings"], H),
          "embeddings.token_type_embeddings.weight": mat(CONFIG["type_vocab_size"], H),
          "embeddings.LayerNorm.weight": vec(H, 0.05, 1.0), "embeddings.LayerNorm.bias": vec(H)}
