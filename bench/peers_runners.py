@@ -30,12 +30,13 @@ class Unavailable(Exception):
 
 
 def timed(fn, warmup, runs, budget_s):
-    """Warm-up calls, then up to `runs` timed calls (at least 3; fewer than `runs` when a call is slow
-    enough that `runs` of them would pass budget_s). Returns p50, p90 (ms) and the number timed."""
-    t0 = time.perf_counter()
-    for _ in range(warmup):
+    """Warm-up calls (at least one), then up to `runs` timed calls (at least 3; fewer than `runs` when a
+    call is slow enough that `runs` of them would pass budget_s). Returns p50, p90 (ms) and the number timed."""
+    per = 0.0
+    for _ in range(max(1, warmup)):  # the last warm-up call's time sizes N (the first ones compile)
+        t0 = time.perf_counter()
         fn()
-    per = (time.perf_counter() - t0) / max(1, warmup)
+        per = time.perf_counter() - t0
     n = max(3, min(runs, int(budget_s / max(per, 1e-6))))
     ts = []
     for _ in range(n):
