@@ -290,10 +290,12 @@ def main():
                     st["agree"][x] = {"min_cosine": round(float(cos.min()), 6),
                                       "max_abs_err": float(np.abs(got - want).max())}
             print(f"[peers]   done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    report(a, systems, results, workloads, tmp)
+            report(a, systems, results, workloads, tmp, f"round {rnd + 1} of {a.rounds} in progress", quiet=True)
+    report(a, systems, results, workloads, tmp, "complete")
 
 
-def report(a, systems, results, workloads, tmp):
+def report(a, systems, results, workloads, tmp, state, quiet=False):
+    """Writes the JSON (after every child too, so that an interrupted run keeps what it measured)."""
     rows = []
     med = {}
     for (system, variant), st in results.items():
@@ -339,10 +341,12 @@ def report(a, systems, results, workloads, tmp):
            "reference": "embeddings checked against NumPy running the same encoder (agreement_vs_numpy)",
            "settings": {"threads": a.threads, "rounds": a.rounds, "runs": a.runs, "warmup": a.warmup,
                         "mnist_steps": a.mnist_steps, "loadavg_1_5_15_at_end": list(os.getloadavg())},
-           "rows": rows}
+           "state": state, "rows": rows}
     os.makedirs(os.path.dirname(a.output), exist_ok=True)
     with open(a.output, "w") as f:
         json.dump(doc, f, indent=1)
+    if quiet:
+        return
     print_table(doc, workloads)
     print(f"wrote {a.output} (children's files in {tmp})")
     if not a.no_plot:
