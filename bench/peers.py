@@ -15,7 +15,7 @@ reason (import error, compile error, no training API, ...).
 Timing: each (system, variant) runs in a fresh child process per round and times the wall time of
 the call (warm-up calls first, then N timed calls; p50/p90). The rounds alternate the systems
 (rotating the order) because the machine is shared: a row reports the median over rounds of the
-p50s and the 1-minute load average seen before each round. Every system's embeddings are checked
+p50s (and of the p90s) and the 1-minute load average seen before each round. Every system's embeddings are checked
 against a NumPy evaluation of the same encoder (min cosine, max abs error in the JSON).
 
 Writes bench/results/peers_cpu.json and its chart bench/results/plots/peers_cpu.png (bench/plot.py).
@@ -301,9 +301,7 @@ def report(a, systems, results, workloads, tmp, state, quiet=False):
     for (system, variant), st in results.items():
         for x in workloads:
             if x in st["p50"]:
-                ps = st["p50"][x]
-                i = int(np.argsort(ps)[len(ps) // 2])
-                med[(system, variant, x)] = (ps[i], st["p90"][x][i])
+                med[(system, variant, x)] = (float(np.median(st["p50"][x])), float(np.median(st["p90"][x])))
     best_rlx = {x: min([v[0] for (s, _, w), v in med.items() if s == "rlx" and w == x] or [float("nan")])
                 for x in workloads}
     for system, variant, _, _ in systems:
@@ -336,7 +334,7 @@ def report(a, systems, results, workloads, tmp, state, quiet=False):
                       f"incl. reading the loss) in a fresh child process per system and round; {a.warmup} warm-up "
                       f"calls (MNIST: 5 steps), then up to {a.runs} timed calls (MNIST: {a.mnist_steps} steps; fewer "
                       f"when a cell passes {a.budget_s:.0f} s, at least 3); p50/p90 per round; {a.rounds} rounds with "
-                      f"the system order rotated; a row's p50 is the median over rounds, p90 from that round"),
+                      f"the system order rotated; a row's p50 (p90) is the median of the rounds' p50s (p90s)"),
            "ratio": "ratio_to_rlx = this row's p50 / the best RLX p50 of the workload (> 1: RLX faster)",
            "reference": "embeddings checked against NumPy running the same encoder (agreement_vs_numpy)",
            "settings": {"threads": a.threads, "rounds": a.rounds, "runs": a.runs, "warmup": a.warmup,
@@ -351,6 +349,7 @@ def report(a, systems, results, workloads, tmp, state, quiet=False):
     print(f"wrote {a.output} (children's files in {tmp})")
     if not a.no_plot:
         import plot
+        os.makedirs(os.path.join(os.path.dirname(a.output), "plots"), exist_ok=True)
         print("chart:", plot.plot_file(a.output, os.path.join(os.path.dirname(a.output), "plots")))
 
 
