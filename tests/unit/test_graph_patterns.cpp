@@ -29,7 +29,7 @@ const Node* first(const Graph& g, OpKind k) {
   return nullptr;
 }
 
-enum class Style { Sdpa, Eager, EagerUnfusedKey, WrongMaskSign };
+enum class Style { Sdpa, Eager, EagerUnfusedKey, NotPadding };
 
 // An exported attention over x [B, S, H] with a 0/1 mask [B, S]: projections, head split, scores,
 // softmax, context, head merge.
@@ -50,7 +50,7 @@ Graph exported_attention(Style st) {
   ValueId inv = b.sub(b.scalar(1.0, DType::f32), b.convert(mk, DType::f32));
   ValueId bias;
   if (st == Style::Sdpa) bias = b.select(b.convert(inv, DType::boolean), b.scalar(kMin, DType::f32), inv);
-  else if (st == Style::WrongMaskSign) bias = b.mul(b.convert(mk, DType::f32), b.scalar(-1e9, DType::f32));
+  else if (st == Style::NotPadding) bias = b.mul(b.convert(mk, DType::f32), b.scalar(-2.0, DType::f32));
   else bias = b.mul(inv, b.scalar(kMin, DType::f32));
   ValueId scores;
   if (st == Style::Sdpa) {
@@ -117,8 +117,9 @@ TEST(GraphPatterns, EagerExportsBecomePaddingAttention) {
 }
 
 TEST(GraphPatterns, MaskThatIsNotPaddingStaysAnAdditiveBias) {
-  // m * -1e9 masks the kept keys, not the padded ones: not a padding mask, kept as mask=bias.
-  Graph g = exported_attention(Style::WrongMaskSign);
+  // m * -2 lowers the kept keys' scores instead of masking the padded ones: not a padding mask,
+  // kept as an additive bias.
+  Graph g = exported_attention(Style::NotPadding);
   Graph r = attention_from_matmuls(g);
   const Node* at = first(r, OpKind::Attention);
   ASSERT_NE(at, nullptr);
