@@ -14,6 +14,7 @@
 //   other additive mask of the scores' dtype that broadcasts to [B, H, S, T] is kept as mask=bias.
 //   The source is assumed to hold 0/1 (an attention_mask); a fully masked row, uniform in the export,
 //   is whatever the attention kernel gives for no kept key.
+#include <algorithm>
 #include <cmath>
 
 #include "passes/passes.h"

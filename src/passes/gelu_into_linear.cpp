@@ -4,6 +4,7 @@
 // nothing else reads those values, the whole becomes Linear(h, Wᵀ, bias, activation=gelu) -- what
 // the model builders emit, so the GEMM applies the GELU in its epilogue.
 #include <cmath>
+#include <string>
 
 #include "passes/passes.h"
 #include "passes/pattern.h"
