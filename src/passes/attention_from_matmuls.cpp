@@ -8,7 +8,7 @@
 //   becomes Transpose(0,2,1,3), the builder's form). Scalar factors on q, kᵀ or the scores multiply
 //   into the attention's scale (0, the default 1/sqrt(D), when they equal it).
 //   The additive mask is traced back to its [B, T] source: when the chain (unsqueeze / expand /
-//   reshape / convert / sub / mul / where / ...) gives 0 where the source is 1 and a large negative
+//   reshape / convert / arithmetic / compare / and / or / where) gives 0 where the source is 1 and a large negative
 //   number (<= -1e4) where it is 0, and keeps batch and key axes in place, the Attention takes the
 //   source as a padding mask (mask=padding; the kernels read any dtype, nonzero = attend). Any
 //   other additive mask of the scores' dtype that broadcasts to [B, H, S, T] is kept as mask=bias.
@@ -221,7 +221,12 @@ struct MaskTrace {
       case OpKind::Min:
       case OpKind::Eq:
       case OpKind::Ne:
+      case OpKind::Lt:
+      case OpKind::Gt:
+      case OpKind::And:
+      case OpKind::Or:
       case OpKind::Select: {
+        if ((n->op == OpKind::And || n->op == OpKind::Or) && g.type(v).dtype != DType::boolean) return std::nullopt;
         std::vector<MaskVal> a;
         MaskVal r;
         for (size_t i = 0; i < n->inputs.size(); ++i) {
@@ -242,6 +247,10 @@ struct MaskTrace {
             case OpKind::Min: return std::min(x, y);
             case OpKind::Eq: return x == y ? 1.0 : 0.0;
             case OpKind::Ne: return x != y ? 1.0 : 0.0;
+            case OpKind::Lt: return x < y ? 1.0 : 0.0;
+            case OpKind::Gt: return x > y ? 1.0 : 0.0;
+            case OpKind::And: return x != 0 && y != 0 ? 1.0 : 0.0;
+            case OpKind::Or: return x != 0 || y != 0 ? 1.0 : 0.0;
             default: return x != 0 ? y : a[2].*m;  // select
           }
         };

@@ -29,7 +29,7 @@ const Node* first(const Graph& g, OpKind k) {
   return nullptr;
 }
 
-enum class Style { Sdpa, Eager, EagerUnfusedKey, NotPadding };
+enum class Style { Sdpa, Eager, EagerUnfusedKey, BoolWhere, NotPadding };
 
 // An exported attention over x [B, S, H] with a 0/1 mask [B, S]: projections, head split, scores,
 // softmax, context, head merge.
@@ -50,6 +50,9 @@ Graph exported_attention(Style st) {
   ValueId inv = b.sub(b.scalar(1.0, DType::f32), b.convert(mk, DType::f32));
   ValueId bias;
   if (st == Style::Sdpa) bias = b.select(b.convert(inv, DType::boolean), b.scalar(kMin, DType::f32), inv);
+  else if (st == Style::BoolWhere)  // a boolean mask for sdpa: Where(mask, 0, -inf)
+    bias = b.select(b.convert(mk, DType::boolean), b.scalar(0.0, DType::f32),
+                    b.scalar(-std::numeric_limits<double>::infinity(), DType::f32));
   else if (st == Style::NotPadding) bias = b.mul(b.convert(mk, DType::f32), b.scalar(-2.0, DType::f32));
   else bias = b.mul(inv, b.scalar(kMin, DType::f32));
   ValueId scores;
@@ -102,8 +105,8 @@ TEST(GraphPatterns, SdpaExportBecomesPaddingAttention) {
   expect_same_outputs(g, r, attention_inputs(), 1e-5);
 }
 
-TEST(GraphPatterns, EagerExportsBecomePaddingAttention) {
-  for (Style st : {Style::Eager, Style::EagerUnfusedKey}) {
+TEST(GraphPatterns, EagerAndBooleanMaskExportsBecomePaddingAttention) {
+  for (Style st : {Style::Eager, Style::EagerUnfusedKey, Style::BoolWhere}) {
     Graph g = exported_attention(st);
     int n = -1;
     Graph r = attention_from_matmuls(g, &n);
