@@ -8,8 +8,8 @@
 //   becomes Transpose(0,2,1,3), the builder's form). Scalar factors on q, kᵀ or the scores multiply
 //   into the attention's scale (0, the default 1/sqrt(D), when they equal it).
 //   The additive mask is traced back to its [B, T] source: when the chain (unsqueeze / expand /
-//   reshape / convert / arithmetic / compare / and / or / where) gives 0 where the source is 1 and a large negative
-//   number (<= -1e4) where it is 0, and keeps batch and key axes in place, the Attention takes the
+//   reshape / convert / arithmetic / compare / and / or / where) gives 0 where the source is 1 and a large
+//   negative number (<= -1e4) where it is 0, and keeps batch and key axes in place, the Attention takes the
 //   source as a padding mask (mask=padding; the kernels read any dtype, nonzero = attend). Any
 //   other additive mask of the scores' dtype that broadcasts to [B, H, S, T] is kept as mask=bias.
 //   The source is assumed to hold 0/1 (an attention_mask); a fully masked row, uniform in the export,
@@ -111,8 +111,10 @@ struct MaskTrace {
       return true;
     }
     for (size_t i = 0; i < 2; ++i) {
-      if ((*into)[i] < 0) (*into)[i] = p[i];
-      else if (p[i] >= 0 && p[i] != (*into)[i]) return false;
+      if ((*into)[i] < 0)
+        (*into)[i] = p[i];
+      else if (p[i] >= 0 && p[i] != (*into)[i])
+        return false;
     }
     return true;
   }
@@ -136,8 +138,10 @@ struct MaskTrace {
         auto x = in(0);
         DType to = g.type(v).dtype;
         if (!x) return x;
-        if (to == DType::boolean) x->on = x->on != 0, x->off = x->off != 0;
-        else if (!is_float(to) && (std::trunc(x->on) != x->on || std::trunc(x->off) != x->off)) return std::nullopt;
+        if (to == DType::boolean)
+          x->on = x->on != 0, x->off = x->off != 0;
+        else if (!is_float(to) && (std::trunc(x->on) != x->on || std::trunc(x->off) != x->off))
+          return std::nullopt;
         return x;
       }
       case OpKind::Unsqueeze:
@@ -209,8 +213,10 @@ struct MaskTrace {
       case OpKind::Not: {
         auto x = in(0);
         if (!x) return x;
-        if (n->op == OpKind::Neg) x->on = -x->on, x->off = -x->off;
-        else x->on = x->on == 0, x->off = x->off == 0;
+        if (n->op == OpKind::Neg)
+          x->on = -x->on, x->off = -x->off;
+        else
+          x->on = x->on == 0, x->off = x->off == 0;
         return x;
       }
       case OpKind::Add:
@@ -226,7 +232,8 @@ struct MaskTrace {
       case OpKind::And:
       case OpKind::Or:
       case OpKind::Select: {
-        if ((n->op == OpKind::And || n->op == OpKind::Or) && g.type(v).dtype != DType::boolean) return std::nullopt;
+        if ((n->op == OpKind::And || n->op == OpKind::Or) && g.type(v).dtype != DType::boolean)
+          return std::nullopt;
         std::vector<MaskVal> a;
         MaskVal r;
         for (size_t i = 0; i < n->inputs.size(); ++i) {
@@ -239,19 +246,32 @@ struct MaskTrace {
         auto f = [&](double MaskVal::*m) -> std::optional<double> {
           double x = a[0].*m, y = a.size() > 1 ? a[1].*m : 0;
           switch (n->op) {
-            case OpKind::Add: return x + y;
-            case OpKind::Sub: return x - y;
-            case OpKind::Mul: return x * y;
-            case OpKind::Div: return y == 0 ? std::nullopt : std::optional<double>(x / y);
-            case OpKind::Max: return std::max(x, y);
-            case OpKind::Min: return std::min(x, y);
-            case OpKind::Eq: return x == y ? 1.0 : 0.0;
-            case OpKind::Ne: return x != y ? 1.0 : 0.0;
-            case OpKind::Lt: return x < y ? 1.0 : 0.0;
-            case OpKind::Gt: return x > y ? 1.0 : 0.0;
-            case OpKind::And: return x != 0 && y != 0 ? 1.0 : 0.0;
-            case OpKind::Or: return x != 0 || y != 0 ? 1.0 : 0.0;
-            default: return x != 0 ? y : a[2].*m;  // select
+            case OpKind::Add:
+              return x + y;
+            case OpKind::Sub:
+              return x - y;
+            case OpKind::Mul:
+              return x * y;
+            case OpKind::Div:
+              return y == 0 ? std::nullopt : std::optional<double>(x / y);
+            case OpKind::Max:
+              return std::max(x, y);
+            case OpKind::Min:
+              return std::min(x, y);
+            case OpKind::Eq:
+              return x == y ? 1.0 : 0.0;
+            case OpKind::Ne:
+              return x != y ? 1.0 : 0.0;
+            case OpKind::Lt:
+              return x < y ? 1.0 : 0.0;
+            case OpKind::Gt:
+              return x > y ? 1.0 : 0.0;
+            case OpKind::And:
+              return x != 0 && y != 0 ? 1.0 : 0.0;
+            case OpKind::Or:
+              return x != 0 || y != 0 ? 1.0 : 0.0;
+            default:
+              return x != 0 ? y : a[2].*m;  // select
           }
         };
         auto on = f(&MaskVal::on), off = f(&MaskVal::off);
@@ -307,7 +327,8 @@ std::optional<Plan> plan_attention(const Graph& g, const GraphUses& u, const Nod
   p.q = strip_scale(g, u, s.qk->inputs[0], &f);
   ValueId kt = strip_scale(g, u, s.qk->inputs[1], &f);
   p.v = pv.inputs[1];
-  if (!static_rank(g, p.q, 4) || !static_rank(g, kt, 4) || !static_rank(g, p.v, 4) || f <= 0 || !std::isfinite(f))
+  if (!static_rank(g, p.q, 4) || !static_rank(g, kt, 4) || !static_rank(g, p.v, 4) || f <= 0 ||
+      !std::isfinite(f))
     return std::nullopt;
   // K [B, Hk, T, D] = transpose(kᵀ, 0,1,3,2), pushed through the transposes that only make kᵀ.
   std::vector<int64_t> c = {0, 1, 3, 2};
@@ -323,8 +344,8 @@ std::optional<Plan> plan_attention(const Graph& g, const GraphUses& u, const Nod
   std::vector<int64_t> kd(4);
   for (size_t i = 0; i < 4; ++i) kd[i] = xd[static_cast<size_t>(c[i])];
   const DType dt = g.type(p.q).dtype;
-  if (g.type(x).dtype != dt || g.type(p.v).dtype != dt || qd[0] != kd[0] || kd[0] != vd[0] || qd[3] != kd[3] ||
-      kd[1] != vd[1] || kd[2] != vd[2] || kd[1] <= 0 || qd[1] % kd[1] != 0)
+  if (g.type(x).dtype != dt || g.type(p.v).dtype != dt || qd[0] != kd[0] || kd[0] != vd[0] ||
+      qd[3] != kd[3] || kd[1] != vd[1] || kd[2] != vd[2] || kd[1] <= 0 || qd[1] % kd[1] != 0)
     return std::nullopt;
   const int64_t B = qd[0], H = qd[1], S = qd[2], T = kd[2], D = qd[3];
   p.scale = std::fabs(f * std::sqrt(static_cast<double>(D)) - 1) < 1e-6 ? 0.0 : f;

@@ -100,8 +100,8 @@ std::optional<Gelu> plan_gelu(const Graph& g, const GraphUses& u, const Node& n)
     if (!mm || !u.once(y) || !bt || !wt || wt->dtype() != DType::f32 || bt->dtype() != DType::f32) continue;
     const Shape& hs = g.type(mm->inputs[0]).shape;
     if (wt->shape().size() != 2 || bt->shape() != std::vector<int64_t>{wt->shape()[1]} || hs.size() < 2 ||
-        !hs.back().is_static() || hs.back().v != wt->shape()[0] || g.type(mm->inputs[0]).dtype != DType::f32 ||
-        g.type(y).shape != g.type(x).shape)
+        !hs.back().is_static() || hs.back().v != wt->shape()[0] ||
+        g.type(mm->inputs[0]).dtype != DType::f32 || g.type(y).shape != g.type(x).shape)
       continue;
     r.h = mm->inputs[0];
     r.w = mm->inputs[1];
@@ -140,10 +140,12 @@ Graph gelu_into_linear(const Graph& g, int* changed) {
     }
     const Gelu& p = *plans[i];
     if (p.h < 0) {
-      r.bind(nd, r.dst.add_node(OpKind::Gelu, {r.map.at(p.x)}, {{"approximate", std::string("none")}}, nd.name));
+      r.bind(nd,
+             r.dst.add_node(OpKind::Gelu, {r.map.at(p.x)}, {{"approximate", std::string("none")}}, nd.name));
       continue;
     }
-    ValueId wt = r.dst.add_node(OpKind::Constant, {}, {{"value", transposed(*constant_of(g, p.w))}}, nd.name)[0];
+    ValueId wt =
+        r.dst.add_node(OpKind::Constant, {}, {{"value", transposed(*constant_of(g, p.w))}}, nd.name)[0];
     r.bind(nd, r.dst.add_node(OpKind::Linear, {r.map.at(p.h), wt, r.map.at(p.bias)},
                               {{"activation", std::string("gelu")}}, nd.name));
   }

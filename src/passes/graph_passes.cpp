@@ -6,7 +6,8 @@ namespace rlx {
 const std::vector<GraphPass>& graph_passes() {
   static const std::vector<GraphPass> t = {
       {"attention-from-matmuls",
-       "MatMul(q, k^T) [*scale] [+mask] -> Softmax -> MatMul(., v) -> Attention (padding mask traced to its [B,T] "
+       "MatMul(q, k^T) [*scale] [+mask] -> Softmax -> MatMul(., v) -> Attention (padding mask traced to its "
+       "[B,T] "
        "source)",
        attention_from_matmuls},
       {"gelu-into-linear",

@@ -10,7 +10,8 @@ namespace rlx {
 GraphUses::GraphUses(const Graph& g) : readers(g.values.size()), is_output(g.values.size(), false) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (auto v : g.nodes[i].inputs)
-      if (readers[v].empty() || readers[v].back() != static_cast<int>(i)) readers[v].push_back(static_cast<int>(i));
+      if (readers[v].empty() || readers[v].back() != static_cast<int>(i))
+        readers[v].push_back(static_cast<int>(i));
   for (auto o : g.outputs) is_output[o] = true;
 }
 

@@ -39,7 +39,9 @@ Graph exported_attention(Style st) {
   ValueId x = b.input("x", DType::f32, {B, S, H});
   ValueId m = b.input("mask", DType::i64, {B, S});
   auto proj = [&](uint64_t seed) { return b.matmul(x, b.constant(rlx_test::randn({H, H}, seed, 0.5))); };
-  auto heads = [&](ValueId t, std::vector<int64_t> perm) { return b.transpose(b.reshape(t, {B, S, NH, D}), perm); };
+  auto heads = [&](ValueId t, std::vector<int64_t> perm) {
+    return b.transpose(b.reshape(t, {B, S, NH, D}), perm);
+  };
   ValueId q = heads(proj(1), {0, 2, 1, 3}), v = heads(proj(3), {0, 2, 1, 3});
   ValueId kt = st == Style::EagerUnfusedKey ? b.transpose(heads(proj(2), {0, 2, 1, 3}), {0, 1, 3, 2})
                                             : heads(proj(2), {0, 2, 3, 1});
@@ -49,12 +51,15 @@ Graph exported_attention(Style st) {
   mk = b.op1(OpKind::Expand, {mk}, {{"shape", Shape{B, 1, S, S}}});
   ValueId inv = b.sub(b.scalar(1.0, DType::f32), b.convert(mk, DType::f32));
   ValueId bias;
-  if (st == Style::Sdpa) bias = b.select(b.convert(inv, DType::boolean), b.scalar(kMin, DType::f32), inv);
+  if (st == Style::Sdpa)
+    bias = b.select(b.convert(inv, DType::boolean), b.scalar(kMin, DType::f32), inv);
   else if (st == Style::BoolWhere)  // a boolean mask for sdpa: Where(mask, 0, -inf)
     bias = b.select(b.convert(mk, DType::boolean), b.scalar(0.0, DType::f32),
                     b.scalar(-std::numeric_limits<double>::infinity(), DType::f32));
-  else if (st == Style::NotPadding) bias = b.mul(b.convert(mk, DType::f32), b.scalar(-2.0, DType::f32));
-  else bias = b.mul(inv, b.scalar(kMin, DType::f32));
+  else if (st == Style::NotPadding)
+    bias = b.mul(b.convert(mk, DType::f32), b.scalar(-2.0, DType::f32));
+  else
+    bias = b.mul(inv, b.scalar(kMin, DType::f32));
   ValueId scores;
   if (st == Style::Sdpa) {
     ValueId sc = b.unary(OpKind::Sqrt, b.scalar(1.0 / std::sqrt(double(D)), DType::f32));
@@ -79,7 +84,8 @@ void expect_same_outputs(const Graph& a, const Graph& b, const std::vector<Tenso
   ASSERT_EQ(ra.size(), rb.size());
   for (size_t o = 0; o < ra.size(); ++o) {
     ASSERT_EQ(ra[o].numel(), rb[o].numel());
-    for (int64_t i = 0; i < ra[o].numel(); ++i) ASSERT_NEAR(ra[o].get(i), rb[o].get(i), tol) << "element " << i;
+    for (int64_t i = 0; i < ra[o].numel(); ++i)
+      ASSERT_NEAR(ra[o].get(i), rb[o].get(i), tol) << "element " << i;
   }
 }
 
@@ -154,7 +160,8 @@ TEST(GraphPatterns, ErfGeluUnderAnExportedLinearBecomesLinearGelu) {
   Graph g;
   Builder b(g);
   ValueId x = b.input("x", DType::f32, {2, 3, 8});
-  ValueId y = b.add(b.constant(rlx_test::randn({16}, 2)), b.matmul(x, b.constant(rlx_test::randn({8, 16}, 1, 0.5))));
+  ValueId y =
+      b.add(b.constant(rlx_test::randn({16}, 2)), b.matmul(x, b.constant(rlx_test::randn({8, 16}, 1, 0.5))));
   b.output(erf_gelu(b, y));
   int n = -1;
   Graph r = gelu_into_linear(g, &n);
