@@ -61,7 +61,7 @@ std::vector<Command> make_table() {
              choice("dump", "print a level of the compiled program (lir: the final schedule, after the device's passes)", "", {"hir", "mir", "lir"})
                  .bare("mir")
                  .named("level"),
-             text("dump-after", "PASS", "print the LIR right after one of the device's LIR passes (lower: before any; --report lists those that changed something)", ""),
+             text("dump-after", "PASS", "print the LIR right after one of the device's LIR passes (lower: before any), or the graph after a graph pattern pass (attention-from-matmuls, gelu-into-linear); --report lists those that changed something", ""),
              bind_flag(),
              input_flag("arrays (.npy, or .npz holding NAME) whose shapes (and, for an imported "
                         "model, small ones' values) specialize the model"),

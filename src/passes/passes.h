@@ -2,6 +2,8 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
@@ -31,6 +33,23 @@ Graph fold_constants(const Graph& g, int64_t max_elems = 1 << 16);
 // constant weight) -> qlinear (int8 out when quantize_affine follows, else f32); folds the remaining
 // constant dequantize_affine nodes. `report` gets one line per contraction: int8 or float, and why.
 Graph fuse_qdq(const Graph& g, std::vector<std::string>* report = nullptr);
+// attention-from-matmuls: MatMul(q, kᵀ) [· scale] [+ mask] -> Softmax -> MatMul(·, v) (an exporter's
+// attention) -> Attention(q, k, v [, mask]); a padding mask is traced back to its [B, T] source.
+// `changed` gets the number of attentions made.
+Graph attention_from_matmuls(const Graph& g, int* changed = nullptr);
+// gelu-into-linear: x · 0.5 · (1 + erf(x / sqrt 2)) -> Gelu(x), or, when x is MatMul(h, constant W) +
+// constant bias, Linear(h, Wᵀ, bias, activation=gelu).
+Graph gelu_into_linear(const Graph& g, int* changed = nullptr);
+// The pattern rewrites the session runs on every specialized graph before dispatch, in order (the
+// compile report names those that changed something; --dump-after=NAME prints the graph after one).
+struct GraphPass {
+  const char* name;
+  const char* summary;  // one line: what it turns into what
+  Graph (*run)(const Graph& g, int* changed);
+};
+const std::vector<GraphPass>& graph_passes();
+const GraphPass* find_graph_pass(const std::string& name);
+
 // Elementwise fusion groups: group id per node (-1 = not fused); nodes of a group share one output
 // shape and form a chain whose intermediate values have a single consumer.
 std::vector<int> plan_fusion(const Graph& g);

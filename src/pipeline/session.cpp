@@ -1,4 +1,4 @@
-// CompiledModel: specialize -> verify -> legalize (dispatch) -> fold/DCE -> lower to LIR -> the
+// CompiledModel: specialize -> graph pattern passes -> verify -> legalize (dispatch) -> fold/DCE -> lower to LIR -> the
 // backend's LIR passes -> plan (once) -> executable, cached per concrete binding of the symbolic dims.
 // The program the entry holds is the one the executable runs (dump("lir") prints it).
 #include <map>
@@ -11,6 +11,7 @@
 #include "rlx/session.h"
 #include "rlx/text.h"
 #include "runtime/backend.h"
+#include "runtime/env.h"
 
 namespace rlx {
 
@@ -51,6 +52,7 @@ struct CompiledModel::Impl {
       e.hir = fuse_qdq(e.hir, &lines);
       for (auto& l : lines) notes.push_back("specialization " + key + ": " + l);
     }
+    run_graph_passes(e.hir, key);
     if (opts.verify) verify_graph(e.hir);
     dist::check_graph_on_all_ranks(e.hir);  // ranks must agree before the first collective
     e.mir = legalize(e.hir, opts.device, opts.dispatch);
@@ -70,6 +72,21 @@ struct CompiledModel::Impl {
                     std::to_string(e.lir.arena_bytes) + " B vs " + std::to_string(e.lir.naive_bytes) +
                     " B unplanned); cache now " + std::to_string(cache.size() + 1));
     return cache.emplace(key, std::move(e)).first->second;
+  }
+
+  // The graph pattern passes (passes.h: an exporter's attention, erf GELU -> the builders' ops);
+  // RLX_GRAPH_PATTERNS=0 leaves the graph as imported. `upto`: stop after that pass.
+  void run_graph_passes(Graph& h, const std::string& key, const std::string& upto = "") {
+    if (!env_on("RLX_GRAPH_PATTERNS", true)) return;
+    std::string changed;
+    for (auto& p : graph_passes()) {
+      int n = 0;
+      h = p.run(h, &n);
+      if (n) changed += (changed.empty() ? "" : ", ") + std::string(p.name) + " x" + std::to_string(n);
+      if (upto == p.name) return;
+    }
+    if (!changed.empty() && !key.empty())
+      notes.push_back("specialization " + key + ": graph passes that changed the graph: " + changed);
   }
 
   // Each segment compiles as a program of its own device (fold, DCE, lower, that device's passes).
@@ -189,6 +206,11 @@ std::string CompiledModel::dump(const std::string& level, const Bindings& b) {
 }
 
 std::string CompiledModel::dump_after(const std::string& pass, const Bindings& b) {
+  if (find_graph_pass(pass)) {  // a graph pass: the specialized graph right after it
+    Graph h = specialize_shapes(impl_->g, impl_->default_bindings(b));
+    impl_->run_graph_passes(h, "", pass);
+    return print_graph(h);
+  }
   auto& e = impl_->get(impl_->default_bindings(b));
   LirProgram p = lower_to_lir(e.mir.graph, impl_->opts.fuse, /*plan=*/false);
   if (pass == "lower") {
@@ -197,6 +219,7 @@ std::string CompiledModel::dump_after(const std::string& pass, const Bindings& b
   }
   LirSchedule s = backend_schedule(impl_->opts.device);
   std::string text, names = "lower";
+  for (auto& g : graph_passes()) names += std::string(", ") + g.name;
   for (auto& n : s.passes) names += ", " + n;
   bool listed = false;
   for (auto& n : s.passes) listed |= n == pass;
