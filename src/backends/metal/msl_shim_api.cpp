@@ -160,7 +160,8 @@ class MslShimApi : public Api {
       const std::string tmp = temp_path_for(so), src = tmp + ".cpp";
       RLX_CHECK(write_file_atomic(src, text), "[metal] cannot write ", src);
       std::string log;
-      int rc = run_tool({cxx, "-std=c++17", "-O1", "-fwrapv", "-w", "-shared", "-fPIC", "-I" + shim_dir, "-o", tmp, src}, log);
+      std::string tool = find_on_path(cxx);
+      int rc = run_tool({tool.empty() ? cxx : tool, "-std=c++17", "-O1", "-fwrapv", "-w", "-shared", "-fPIC", "-I" + shim_dir, "-o", tmp, src}, log);
       RLX_CHECK(rc >= 0 || !log.empty(), "[metal] cannot run ", cxx);
       std::remove(src.c_str());
       if (rc != 0 || std::rename(tmp.c_str(), so.c_str()) != 0) {

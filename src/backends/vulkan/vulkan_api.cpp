@@ -122,7 +122,8 @@ class VulkanApi : public Api {
     } else {
       const std::string tmp = temp_path_for(spv), src = tmp + flavor.ext;
       RLX_CHECK(write_file_atomic(src, k.source), "[vulkan] cannot write ", src);
-      std::vector<std::string> argv{glslc};
+      std::string tool = find_on_path(glslc);  // posix_spawn takes a path, not a name
+      std::vector<std::string> argv{tool.empty() ? glslc : tool};
       std::stringstream flags(kFlags);
       for (std::string f; flags >> f;) argv.push_back(f);
       argv.insert(argv.end(), {"-o", tmp, src});
