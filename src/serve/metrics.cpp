@@ -31,7 +31,7 @@ Metrics::Metrics() {
   family("rlx_time_to_first_token_seconds", "histogram", "generation: time until the first text piece", kSeconds);
   family("rlx_embed_batch_size", "histogram", "sentences per embedding forward pass", kSizes);
   family("rlx_embed_batch_tokens", "histogram", "padded tokens per embedding forward pass", kSizes);
-  family("rlx_decode_round_sequences", "histogram", "sequences advanced in one round-robin decode round", kSizes);
+  family("rlx_decode_batch_size", "histogram", "sequences in one batched decode step", kSizes);
 }
 
 void Metrics::family(const std::string& name, std::string type, std::string help, std::vector<double> bounds) {

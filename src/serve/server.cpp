@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -180,6 +181,7 @@ int Server::run() {
   signals.join();
   for (auto& [n, m] : models_) {
     if (m->batcher) m->batcher->stop();
+    if (m->embedder && std::getenv("RLX_PROFILE")) std::fprintf(stderr, "%s", m->embedder->model().profile().c_str());
     if (m->scheduler) m->scheduler->stop();
   }
   std::fprintf(stderr, "rlx serve: stopped\n");
