@@ -13,6 +13,15 @@ bool GenJob::next(std::string& piece) {
   return true;
 }
 
+int GenJob::next_for(std::string& piece, std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> l(mu);
+  if (!cv.wait_for(l, wait, [&] { return finished || !pieces.empty(); })) return 0;
+  if (pieces.empty()) return -1;
+  piece = std::move(pieces.front());
+  pieces.pop_front();
+  return 1;
+}
+
 GenScheduler::GenScheduler(std::string name, models::Llm& llm, GenLimits lim, Metrics& m)
     : name_(std::move(name)), llm_(llm), lim_(lim), metrics_(m) {
   thread_ = std::thread([this] { loop(); });

@@ -37,6 +37,8 @@ struct GenJob {
   int64_t completion_tokens = 0;
   // Blocks until a piece is ready (true) or the generation has ended with nothing left (false).
   bool next(std::string& piece);
+  // The same, waiting at most `wait`: 1 a piece, 0 none yet, -1 ended.
+  int next_for(std::string& piece, std::chrono::milliseconds wait);
 };
 
 struct GenLimits {

@@ -23,9 +23,9 @@ Metrics::Metrics() {
   family("rlx_requests_total", "counter", "HTTP requests answered, by endpoint and status code");
   family("rlx_tokens_total", "counter", "tokens processed, by model and kind (prompt | completion)");
   family("rlx_queue_depth", "gauge", "requests waiting for their model's worker thread");
-  family("rlx_active_sequences", "gauge", "generations being decoded (their steps interleave)");
+  family("rlx_active_sequences", "gauge", "generations being decoded (they share each decode step)");
   family("rlx_cancelled_total", "counter", "requests dropped because the client went away or timed out");
-  family("rlx_rejected_total", "counter", "requests refused because a queue was full or the server was stopping");
+  family("rlx_rejected_total", "counter", "requests refused: a queue full, every HTTP worker busy (reason busy), or the server stopping");
   family("rlx_request_duration_seconds", "histogram", "time from request to the last byte of the answer",
          kSeconds);
   family("rlx_time_to_first_token_seconds", "histogram", "generation: time until the first text piece", kSeconds);
