@@ -100,11 +100,14 @@ void EmbedBatcher::loop() {
     std::vector<EmbedResult> out(batch.size());
     try {
       // The compiled graph is specialized per (rows, length): round both up to a few buckets
-      // (rows to a power of two with empty filler sentences, length to a multiple of 16 with
-      // padding the attention mask hides) so a stream of batches reuses a handful of programs.
+      // (rows to 1, 2, 4, 8, then a multiple of 8, with empty filler sentences; length to a
+      // multiple of 16 with padding the attention mask hides) so a stream of batches reuses a
+      // handful of programs and no pass computes more than 8 filler rows (a power of two would
+      // run 32 rows for 17 requests).
       const int64_t n = static_cast<int64_t>(all.size());
       int64_t rows = 1;
-      while (rows < n) rows *= 2;
+      while (rows < n && rows < 8) rows *= 2;
+      if (rows < n) rows = (n + 7) / 8 * 8;
       const int64_t pad = std::min(emb_.max_seq_length(), (longest + 15) / 16 * 16);
       std::vector<std::string> padded = all;
       padded.resize(static_cast<size_t>(rows));
