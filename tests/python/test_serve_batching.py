@@ -1,7 +1,8 @@
 """`rlx serve` continuous batching and admission: concurrent generations share decode steps and give
 the same tokens as the same requests one at a time (temperature 0); connections beyond --threads are
 answered 429 at once instead of waiting; a non-streamed generation whose client hangs up is
-cancelled; a generation past --timeout ends with finish_reason "length"."""
+cancelled, and a queued embedding request of a client that left is dropped; a generation past
+--timeout ends with finish_reason "length"."""
 import concurrent.futures as cf
 import json
 import re
@@ -11,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from serve_helpers import Server, smollm2_gguf, wait_until
+from serve_helpers import Server, minilm_dir, smollm2_gguf, wait_until
 
 
 def metric(server, name):
@@ -105,6 +106,29 @@ def test_non_streamed_client_disconnect_cancels(server):
     assert wait_until(lambda: metric(server, 'rlx_cancelled_total{model="smollm2",reason="client_gone"}') > before,
                       timeout=20)
     assert wait_until(lambda: metric(server, 'rlx_active_sequences{model="smollm2"}') == 0)
+
+
+def test_queued_embedding_of_a_gone_client_is_dropped():
+    # One request per forward pass (--batch-tokens 1): of eight long requests sent at once, most
+    # wait in the queue; their clients hang up and they leave it without running.
+    s = Server([f"minilm={minilm_dir()}"], "--batch-tokens", "1", "--quiet")
+    try:
+        host, port = urllib.parse.urlparse(s.url).hostname, urllib.parse.urlparse(s.url).port
+        body = json.dumps({"model": "minilm", "input": [" ".join(["word"] * 250)]}).encode()
+        req = (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        socks = [socket.create_connection((host, port)) for _ in range(8)]
+        for c in socks:
+            c.sendall(req)
+        assert wait_until(lambda: metric(s, 'rlx_queue_depth{model="minilm"}') >= 3)
+        for c in socks:
+            c.close()
+        assert wait_until(lambda: metric(s, 'rlx_cancelled_total{model="minilm",reason="client_gone"}') >= 1)
+        assert wait_until(lambda: metric(s, 'rlx_queue_depth{model="minilm"}') == 0)
+        assert s.request("POST", "/v1/embeddings", {"model": "minilm", "input": "still here"})[0] == 200
+        assert s.terminate() == 0
+    finally:
+        s.close()
 
 
 def test_timeout_ends_a_generation():
