@@ -26,7 +26,6 @@ class AdmissionQueue : public httplib::TaskQueue {
   }
   // True on a spare-pool thread: this connection was not admitted.
   static bool& overloaded();
-  size_t in_service() const { return busy_.load(); }
 
  private:
   httplib::ThreadPool main_, spare_;

@@ -150,7 +150,7 @@ int Server::run() {
     lg.start = std::chrono::steady_clock::now();
     lg.started = true;
     if (AdmissionQueue::overloaded()) {
-      metrics_.add("rlx_rejected_total", "model=\"\",reason=\"busy\"");
+      metrics_.add("rlx_rejected_total", "reason=\"busy\"");
       lg.error = "every HTTP worker is busy";
       res.status = 429;
       res.set_header("Connection", "close");
