@@ -49,6 +49,57 @@ Tensor KvCache::keep_mask(int64_t S) const {
   return m;
 }
 
+void KvCache::write_row(int64_t row, int64_t at, const std::vector<Tensor>& nk, const std::vector<Tensor>& nv,
+                        int64_t src_row) {
+  RLX_CHECK(nk.size() == k.size() && nv.size() == v.size() && row >= 0 && row < batch, "[generate] write_row: row ",
+            row, " of ", batch, ", ", nk.size(), " layers for ", k.size());
+  for (size_t l = 0; l < k.size(); ++l)
+    for (int which = 0; which < 2; ++which) {
+      const Tensor& src = which ? nv[l] : nk[l];
+      Tensor& dst = which ? v[l] : k[l];
+      const int64_t Hk = dst.shape()[1], D = dst.shape()[3], S = src.shape()[2];
+      RLX_CHECK(src.dtype() == DType::f32 && src.rank() == 4 && src.shape()[1] == Hk && src.shape()[3] == D &&
+                    src_row < src.shape()[0] && at >= 0 && at + S <= capacity,
+                "[generate] write_row: new kv does not fit row ", row, " at ", at, " (capacity ", capacity, ")");
+      for (int64_t h = 0; h < Hk; ++h)
+        std::memcpy(dst.data<float>() + ((row * Hk + h) * capacity + at) * D,
+                    src.data<float>() + ((src_row * Hk + h) * S) * D, static_cast<size_t>(S * D) * 4);
+    }
+}
+
+void KvCache::copy_row(int64_t row, const KvCache& src, int64_t src_row, int64_t n) {
+  RLX_CHECK(src.k.size() == k.size() && row < batch && src_row < src.batch && n <= capacity && n <= src.capacity,
+            "[generate] copy_row: caches do not match");
+  for (size_t l = 0; l < k.size(); ++l)
+    for (int which = 0; which < 2; ++which) {
+      const Tensor& s = which ? src.v[l] : src.k[l];
+      Tensor& d = which ? v[l] : k[l];
+      const int64_t Hk = d.shape()[1], D = d.shape()[3];
+      for (int64_t h = 0; h < Hk; ++h)
+        std::memmove(d.data<float>() + (row * Hk + h) * capacity * D,
+                     s.data<float>() + (src_row * Hk + h) * src.capacity * D, static_cast<size_t>(n * D) * 4);
+    }
+}
+
+KvCache KvCache::first_rows(int64_t rows) const {
+  RLX_CHECK(rows >= 1 && rows <= batch, "[generate] first_rows: ", rows, " of ", batch);
+  KvCache c;
+  c.batch = rows;
+  c.capacity = capacity;
+  c.len = len;
+  auto view = [&](const Tensor& t) {
+    std::vector<int64_t> s = t.shape();
+    s[0] = rows;
+    auto owner = std::make_shared<Tensor>(t);
+    return Tensor::wrap(DType::f32, s, owner, const_cast<void*>(t.raw()));
+  };
+  for (size_t l = 0; l < k.size(); ++l) {
+    c.k.push_back(view(k[l]));
+    c.v.push_back(view(v[l]));
+  }
+  return c;
+}
+
 void apply_repeat_penalty(float* logits, int64_t V, const std::vector<int64_t>& recent, double penalty) {
   if (penalty == 1.0) return;
   std::vector<bool> seen(static_cast<size_t>(V), false);

@@ -14,11 +14,20 @@ namespace rlx::models {
 struct KvCache {
   int64_t batch = 0, capacity = 0, len = 0;
   std::vector<Tensor> k, v;
+  KvCache() = default;
   KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim);
   // Appends new_k/new_v [B, Hkv, S, D] of every layer at position len (len += S).
   void append(const std::vector<Tensor>& new_k, const std::vector<Tensor>& new_v);
   // f32 [B, capacity + S]: 1 for cached positions < len, 1 for the S new ones, 0 otherwise.
   Tensor keep_mask(int64_t S) const;
+  // Row-wise use, rows at different lengths (continuous batching; `len` is not used): writes row
+  // `src_row` of new_k/new_v [B', Hkv, S, D] into row `row` at slots [at, at + S).
+  void write_row(int64_t row, int64_t at, const std::vector<Tensor>& new_k, const std::vector<Tensor>& new_v,
+                 int64_t src_row = 0);
+  // Copies slots [0, n) of row `src_row` of `src` (same layers, heads, head size) into row `row`.
+  void copy_row(int64_t row, const KvCache& src, int64_t src_row, int64_t n);
+  // The first `rows` rows, sharing these bytes (no copy).
+  KvCache first_rows(int64_t rows) const;
 };
 
 struct StepOutput {

@@ -22,7 +22,8 @@ void EmbedBatcher::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-EmbedResult EmbedBatcher::embed(std::vector<std::string> texts, const std::vector<int64_t>& lengths) {
+EmbedResult EmbedBatcher::embed(std::vector<std::string> texts, const std::vector<int64_t>& lengths,
+                                const std::function<bool()>& client_gone) {
   auto job = std::make_shared<Job>();
   job->texts = std::move(texts);
   for (int64_t n : lengths) job->longest = std::max(job->longest, n);
@@ -38,7 +39,18 @@ EmbedResult EmbedBatcher::embed(std::vector<std::string> texts, const std::vecto
   queue_.push_back(job);
   metrics_.set("rlx_queue_depth", "model=\"" + name_ + "\"", static_cast<double>(queue_.size()));
   cv_.notify_one();
-  done_cv_.wait(l, [&] { return job->done; });
+  while (!done_cv_.wait_for(l, std::chrono::milliseconds(100), [&] { return job->done; })) {
+    if (job->taken || !client_gone) continue;
+    l.unlock();
+    bool gone = client_gone();
+    l.lock();
+    if (gone && !job->taken && !job->done) {
+      queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+      metrics_.set("rlx_queue_depth", "model=\"" + name_ + "\"", static_cast<double>(queue_.size()));
+      metrics_.add("rlx_cancelled_total", "model=\"" + name_ + "\",reason=\"client_gone\"");
+      return {499, "the client closed the connection", {}, 0};
+    }
+  }
   return std::move(job->result);
 }
 
@@ -67,6 +79,7 @@ void EmbedBatcher::loop() {
         if (!batch.empty() && r * lg > lim_.max_tokens) break;
         rows = r;
         longest = lg;
+        j->taken = true;
         batch.push_back(j);
         queue_.pop_front();
       }
@@ -87,11 +100,14 @@ void EmbedBatcher::loop() {
     std::vector<EmbedResult> out(batch.size());
     try {
       // The compiled graph is specialized per (rows, length): round both up to a few buckets
-      // (rows to a power of two with empty filler sentences, length to a multiple of 16 with
-      // padding the attention mask hides) so a stream of batches reuses a handful of programs.
+      // (rows to 1, 2, 4, 8, then a multiple of 8, with empty filler sentences; length to a
+      // multiple of 16 with padding the attention mask hides) so a stream of batches reuses a
+      // handful of programs and no pass computes more than 8 filler rows (a power of two would
+      // run 32 rows for 17 requests).
       const int64_t n = static_cast<int64_t>(all.size());
       int64_t rows = 1;
-      while (rows < n) rows *= 2;
+      while (rows < n && rows < 8) rows *= 2;
+      if (rows < n) rows = (n + 7) / 8 * 8;
       const int64_t pad = std::min(emb_.max_seq_length(), (longest + 15) / 16 * 16);
       std::vector<std::string> padded = all;
       padded.resize(static_cast<size_t>(rows));

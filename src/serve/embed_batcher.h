@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,8 +36,10 @@ class EmbedBatcher {
  public:
   EmbedBatcher(std::string name, models::SentenceEmbedder& emb, BatchLimits lim, Metrics& m);
   ~EmbedBatcher();
-  // Blocks until the batch holding these sentences has run (or the request failed).
-  EmbedResult embed(std::vector<std::string> texts, const std::vector<int64_t>& lengths);
+  // Blocks until the batch holding these sentences has run (or the request failed). `client_gone`
+  // (optional) is asked while the request waits; true drops it from the queue (status 499).
+  EmbedResult embed(std::vector<std::string> texts, const std::vector<int64_t>& lengths,
+                    const std::function<bool()>& client_gone = {});
   void stop();  // finishes what is queued, then joins the thread
 
  private:
@@ -45,6 +48,7 @@ class EmbedBatcher {
     int64_t longest = 0;
     std::chrono::steady_clock::time_point deadline;
     EmbedResult result;
+    bool taken = false;  // in a batch (no longer cancellable)
     bool done = false;
   };
   void loop();

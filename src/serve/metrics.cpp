@@ -23,15 +23,15 @@ Metrics::Metrics() {
   family("rlx_requests_total", "counter", "HTTP requests answered, by endpoint and status code");
   family("rlx_tokens_total", "counter", "tokens processed, by model and kind (prompt | completion)");
   family("rlx_queue_depth", "gauge", "requests waiting for their model's worker thread");
-  family("rlx_active_sequences", "gauge", "generations being decoded (their steps interleave)");
+  family("rlx_active_sequences", "gauge", "generations being decoded (they share each decode step)");
   family("rlx_cancelled_total", "counter", "requests dropped because the client went away or timed out");
-  family("rlx_rejected_total", "counter", "requests refused because a queue was full or the server was stopping");
+  family("rlx_rejected_total", "counter", "requests refused: a queue full, every HTTP worker busy (reason busy), or the server stopping");
   family("rlx_request_duration_seconds", "histogram", "time from request to the last byte of the answer",
          kSeconds);
   family("rlx_time_to_first_token_seconds", "histogram", "generation: time until the first text piece", kSeconds);
   family("rlx_embed_batch_size", "histogram", "sentences per embedding forward pass", kSizes);
   family("rlx_embed_batch_tokens", "histogram", "padded tokens per embedding forward pass", kSizes);
-  family("rlx_decode_round_sequences", "histogram", "sequences advanced in one round-robin decode round", kSizes);
+  family("rlx_decode_batch_size", "histogram", "sequences in one batched decode step", kSizes);
 }
 
 void Metrics::family(const std::string& name, std::string type, std::string help, std::vector<double> bounds) {

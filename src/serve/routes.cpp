@@ -1,6 +1,7 @@
 // The HTTP routes of `rlx serve`: OpenAI endpoints, /v1/models, /health, /metrics and the page.
 #include <ctime>
 
+#include "serve/admission.h"
 #include "serve/listener.h"
 #include "serve/openai.h"
 #include "serve/page.h"
@@ -91,7 +92,13 @@ void Server::embeddings(const httplib::Request& req, httplib::Response& res) {
     }
     request_log().prompt_tokens = total;
     request_log().inputs = static_cast<int64_t>(r.input.size());
-    EmbedResult e = m.batcher->embed(r.input, lens);
+    ClientWatch watch(req);
+    EmbedResult e = m.batcher->embed(r.input, lens, [&] { return watch.gone(); });
+    if (e.status == 499) {
+      request_log().cancelled = true;
+      res.status = 499;  // nobody reads it: the client has gone
+      return;
+    }
     if (e.status != 200)
       throw ApiError(e.status, e.error, "", e.status == 429 ? "rate_limit_exceeded" : "unavailable",
                      e.status >= 500 ? "server_error" : "rate_limit_error");
@@ -153,8 +160,17 @@ void Server::generation(const httplib::Request& req, httplib::Response& res, boo
     const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     if (!r.stream) {
+      // Waits in short slices, looking at the connection between them: a client that went away
+      // cancels its sequence (it leaves the next decode step) instead of running to max_tokens.
       std::string text, piece;
-      while (job->next(piece)) text += piece;
+      ClientWatch watch(req);
+      for (int got; (got = job->next_for(piece, std::chrono::milliseconds(100))) >= 0;) {
+        if (got) text += piece;
+        else if (!job->cancelled && watch.gone()) {
+          job->cancelled = true;
+          lg.cancelled = true;
+        }
+      }
       std::lock_guard<std::mutex> l(job->mu);
       if (job->status != 200) throw ApiError(job->status, job->error, "", "internal_error", "server_error");
       lg.completion_tokens = job->completion_tokens;

@@ -5,11 +5,13 @@
 #include <csignal>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
 #include "rlx/error.h"
+#include "serve/admission.h"
 #include "serve/listener.h"
 #include "serve/openai.h"
 #include "serve/request_log.h"
@@ -134,7 +136,8 @@ int Server::run() {
   load_models();
   http_ = std::make_unique<Listener>();
   const int threads = o_.threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Connections beyond --threads are answered 429 by two spare threads instead of queueing (admission.h).
+  http_->new_task_queue = [threads] { return new AdmissionQueue(static_cast<size_t>(threads), 2); };
   http_->set_payload_max_length(o_.max_body);
   http_->set_tcp_nodelay(true);  // small responses go out at once, not after a delayed ACK
   http_->set_keep_alive_timeout(5);
@@ -146,6 +149,18 @@ int Server::run() {
     lg = RequestLog{};
     lg.start = std::chrono::steady_clock::now();
     lg.started = true;
+    if (AdmissionQueue::overloaded()) {
+      metrics_.add("rlx_rejected_total", "reason=\"busy\"");
+      lg.error = "every HTTP worker is busy";
+      res.status = 429;
+      res.set_header("Connection", "close");
+      res.set_content(dumps(ApiError(429, "the server is busy: all " + std::to_string(o_.threads) +
+                                              " HTTP workers (--threads) are serving other connections; retry later",
+                                     "", "server_busy", "rate_limit_error")
+                                .body()),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   http_->set_logger([this](const httplib::Request& q, const httplib::Response& r) { log_request(q, r); });
@@ -180,6 +195,7 @@ int Server::run() {
   signals.join();
   for (auto& [n, m] : models_) {
     if (m->batcher) m->batcher->stop();
+    if (m->embedder && std::getenv("RLX_PROFILE")) std::fprintf(stderr, "%s", m->embedder->model().profile().c_str());
     if (m->scheduler) m->scheduler->stop();
   }
   std::fprintf(stderr, "rlx serve: stopped\n");

@@ -1,6 +1,7 @@
 // `rlx serve`: an OpenAI-compatible HTTP server (cpp-httplib) for sentence-embedding models
 // (/v1/embeddings) and llama-family LLMs (/v1/completions, /v1/chat/completions), with dynamic
-// batching (embed_batcher.h), interleaved generation (gen_scheduler.h), Prometheus /metrics,
+// batching (embed_batcher.h), continuously batched generation (gen_scheduler.h), admission
+// before waiting (admission.h), Prometheus /metrics,
 // one JSON log line per request, a small web page at /, and graceful shutdown on SIGTERM.
 #pragma once
 #include <atomic>

@@ -1,9 +1,13 @@
-// Packed dequant-matmul on cpu: weights stay in their GGML blocks; each worker expands one weight
-// row at a time into a small f32 buffer (L1-resident) and dots it with every row of x. Covers every
-// block type of src/quant (Q8_0, Q4_0, Q4_K, Q6_K are the ones Qwen3 GGUF files use).
+// Packed dequant-matmul on cpu: weights stay in their GGML blocks. One row of x (decoding one
+// sequence): each worker expands one weight row at a time into a small f32 buffer (L1-resident) and
+// dots it with x. Several rows (a prefill, or a decode step batched over sequences): each worker
+// expands a tile of weight rows and runs the f32 GEMM over all rows of x against it, so the
+// expansion is paid once per tile instead of the dot products dominating. Covers every block type
+// of src/quant (Q8_0, Q4_0, Q4_K, Q6_K are the ones Qwen3 GGUF files use).
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "quant/blocks.h"
@@ -20,6 +24,20 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
   const float* xp = x.data<float>();
   const uint8_t* wp = w.data<uint8_t>();
   float* yp = y.data<float>();
+  if (M >= 2 && fast_gemm_available()) {
+    // Tiles of weight rows small enough to stay in L2 while the GEMM streams x past them.
+    const int64_t tile = std::max<int64_t>(16, std::min<int64_t>(128, (128 * 1024 / 4) / std::max<int64_t>(k, 1)) / 16 * 16);
+    parallel_for((N + tile - 1) / tile, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> wt(static_cast<size_t>(tile * k));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t j0 = t * tile, nj = std::min(tile, N - j0);
+        for (int64_t j = 0; j < nj; ++j) quant::dequantize_row(tr->type, wp + (j0 + j) * rb, wt.data() + j * k, k);
+        // y[:, j0:j0+nj] = x[M,k] . wt[nj,k]^T
+        gemm_f32(false, true, M, nj, k, xp, k, wt.data(), k, yp + j0, N, 0.f, false);
+      }
+    });
+    return;
+  }
   int64_t grain = std::max<int64_t>(1, 65536 / (k * std::max<int64_t>(M, 1) + 1));
   parallel_for(N, grain, [&](int64_t j0, int64_t j1) {
     std::vector<float> row(static_cast<size_t>(k));

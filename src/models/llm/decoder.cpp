@@ -239,17 +239,19 @@ ValueId rope_table(Builder& b, ValueId x, ValueId cos, ValueId sin, int64_t B, i
 }  // namespace
 
 Graph decoder_step_graph(const DecoderWeights& w, int64_t B, int64_t S, int64_t cap, bool all_logits,
-                         bool window_bias) {
+                         bool window_bias, bool per_row) {
   const DecoderConfig& c = w.cfg;
   Graph g;
   Builder b(g);
   int64_t H = c.heads, Hk = c.kv_heads, D = c.head_dim, T = cap + S;
   ValueId ids = b.input("ids", DType::i64, Shape{B, S});
-  ValueId pos = b.input("positions", DType::i64, Shape{S});
+  ValueId pos = per_row ? -1 : b.input("positions", DType::i64, Shape{S});
   ValueId cos = -1, sin = -1, mask = -1;
-  if (!c.plain_rope()) {
-    cos = b.input("rope_cos", DType::f32, Shape{S, D / 2});
-    sin = b.input("rope_sin", DType::f32, Shape{S, D / 2});
+  const bool table = per_row || !c.plain_rope();
+  if (table) {
+    Shape ts = per_row ? Shape{B, 1, S, D / 2} : Shape{S, D / 2};
+    cos = b.input("rope_cos", DType::f32, ts);
+    sin = b.input("rope_sin", DType::f32, ts);
   }
   if (window_bias) mask = b.input("window_bias", DType::f32, Shape{B, 1, S, T});
   else if (cap > 0) mask = b.input("keep", DType::f32, Shape{B, T});
@@ -260,7 +262,7 @@ Graph decoder_step_graph(const DecoderWeights& w, int64_t B, int64_t S, int64_t 
   }
   std::string mask_kind = window_bias ? "bias" : cap > 0 ? "causal_padding" : "causal";
   auto rope = [&](ValueId x, int64_t heads) {
-    if (c.plain_rope())
+    if (!table)
       return b.op1(OpKind::Rope, {x, pos}, {{"theta", c.rope_theta}, {"interleaved", int64_t{c.rope_interleaved}}});
     return rope_table(b, x, cos, sin, B, heads, S, D, c.rope_interleaved);
   };
@@ -309,16 +311,16 @@ Graph decoder_step_graph(const DecoderWeights& w, int64_t B, int64_t S, int64_t 
 }
 
 struct DecoderModel::Impl {
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, std::unique_ptr<CompiledModel>> cache;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<CompiledModel>> cache;
   std::vector<double> inv_freq;
   CompiledModel& get(const DecoderWeights& w, const std::string& dev, int64_t B, int64_t S, int64_t cap, bool all,
-                     bool bias) {
-    auto key = std::make_tuple(B, S, cap, all, bias);
+                     bool bias, bool per_row = false) {
+    auto key = std::make_tuple(B, S, cap, all, bias, per_row);
     auto it = cache.find(key);
     if (it != cache.end()) return *it->second;
     CompileOptions o;
     o.device = dev;
-    auto m = std::make_unique<CompiledModel>(decoder_step_graph(w, B, S, cap, all, bias), o);
+    auto m = std::make_unique<CompiledModel>(decoder_step_graph(w, B, S, cap, all, bias, per_row), o);
     return *cache.emplace(key, std::move(m)).first->second;
   }
 };
@@ -371,13 +373,86 @@ std::vector<Tensor> DecoderModel::extra_inputs(int64_t B, int64_t S, int64_t pos
   return in;
 }
 
-StepOutput DecoderModel::step(const Tensor& ids, int64_t pos, const KvCache* cache) {
+void DecoderModel::check_ids(const Tensor& ids) const {
   RLX_CHECK(ids.dtype() == DType::i64 && ids.rank() == 2, "[llm] ids must be i64 [B,S]");
-  int64_t B = ids.shape()[0], S = ids.shape()[1];
   for (int64_t i = 0; i < ids.numel(); ++i) {
     int64_t t = ids.data<int64_t>()[i];
     RLX_CHECK(t >= 0 && t < w_.cfg.vocab, "[llm] token id ", t, " out of range [0, ", w_.cfg.vocab, ")");
   }
+}
+
+std::vector<Tensor> DecoderModel::row_inputs(int64_t S, const std::vector<int64_t>& row_pos, const KvCache& cache,
+                                             bool bias) const {
+  const int64_t B = static_cast<int64_t>(row_pos.size()), h = w_.cfg.head_dim / 2, cap = cache.capacity, T = cap + S;
+  std::vector<Tensor> in;
+  Tensor cs(DType::f32, {B, 1, S, h}), sn(DType::f32, {B, 1, S, h});
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t i = 0; i < h; ++i) {
+        double a = static_cast<double>(row_pos[r] + s) * impl_->inv_freq[i];
+        cs.data<float>()[(r * S + s) * h + i] = static_cast<float>(std::cos(a));
+        sn.data<float>()[(r * S + s) * h + i] = static_cast<float>(std::sin(a));
+      }
+  in.push_back(cs);
+  in.push_back(sn);
+  if (bias) {
+    // Row r: key slot t holds position t (t < row_pos[r]) or row_pos[r] + (t - cap) (new).
+    Tensor m(DType::f32, {B, 1, S, T});
+    float* d = m.data<float>();
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t len = row_pos[r];
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t t = 0; t < T; ++t) {
+          int64_t kp = t < cap ? (t < len ? t : -1) : len + (t - cap), qp = len + s;
+          bool ok = kp >= 0 && kp <= qp && qp - kp < w_.cfg.sliding_window;
+          d[(r * S + s) * T + t] = ok ? 0.0f : -1e30f;
+        }
+    }
+    in.push_back(m);
+  } else {
+    Tensor m(DType::f32, {B, T});
+    for (int64_t r = 0; r < B; ++r) {
+      float* row = m.data<float>() + r * T;
+      for (int64_t t = 0; t < row_pos[r]; ++t) row[t] = 1;
+      for (int64_t t = 0; t < S; ++t) row[cap + t] = 1;
+    }
+    in.push_back(m);
+  }
+  for (int64_t l = 0; l < w_.cfg.layers; ++l) {
+    in.push_back(cache.k[l]);
+    in.push_back(cache.v[l]);
+  }
+  return in;
+}
+
+StepOutput DecoderModel::step(const Tensor& ids, const std::vector<int64_t>& row_pos, const KvCache& cache) {
+  check_ids(ids);
+  const int64_t B = ids.shape()[0], S = ids.shape()[1];
+  RLX_CHECK(static_cast<int64_t>(row_pos.size()) == B && cache.batch == B && cache.capacity > 0 &&
+                static_cast<int64_t>(cache.k.size()) == w_.cfg.layers,
+            "[llm] per-row step: ", row_pos.size(), " positions and a cache of ", cache.batch, " rows for ", B,
+            " rows of ids");
+  bool bias = false;
+  for (int64_t p : row_pos) {
+    RLX_CHECK(p >= 0 && p <= cache.capacity, "[llm] row position ", p, " outside the cache's ", cache.capacity, " slots");
+    bias = bias || (w_.cfg.sliding_window > 0 && p + S > w_.cfg.sliding_window);
+  }
+  CompiledModel& m = impl_->get(w_, device_, B, S, cache.capacity, false, bias, true);
+  std::vector<Tensor> in = {ids};
+  for (Tensor& t : row_inputs(S, row_pos, cache, bias)) in.push_back(std::move(t));
+  auto out = m.run(in);
+  StepOutput so;
+  so.logits = out[0];
+  for (int64_t l = 0; l < w_.cfg.layers; ++l) {
+    so.new_k.push_back(out[1 + 2 * l]);
+    so.new_v.push_back(out[2 + 2 * l]);
+  }
+  return so;
+}
+
+StepOutput DecoderModel::step(const Tensor& ids, int64_t pos, const KvCache* cache) {
+  check_ids(ids);
+  int64_t B = ids.shape()[0], S = ids.shape()[1];
   // A cache with nothing in it runs the plain causal prefill graph.
   bool use_cache = cache && cache->len > 0;
   RLX_CHECK(!use_cache || cache->len == pos, "[llm] step position ", pos, " but cache holds ", cache ? cache->len : 0);

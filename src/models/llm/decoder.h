@@ -52,9 +52,11 @@ DecoderWeights load_decoder_gguf(const std::string& file, const LoadOptions& o =
 // when cap > 0, keep f32 [B, cap+S] (nonzero = key visible) and per layer past_k_i, past_v_i
 // [B, Hkv, cap, D]; with `window_bias` an additive f32 [B,1,S,T] mask replaces the causal/keep
 // masks (sliding window). Outputs: logits f32 [B, V] of the last position (or [B,S,V] with
-// all_logits), then per layer new_k_i, new_v_i [B, Hkv, S, D].
+// all_logits), then per layer new_k_i, new_v_i [B, Hkv, S, D]. With `per_row` every row has its
+// own positions: no `positions` input, and rope_cos, rope_sin are f32 [B, 1, S, D/2] (whatever the
+// RoPE kind), so sequences at different lengths share one step.
 Graph decoder_step_graph(const DecoderWeights& w, int64_t B, int64_t S, int64_t cap, bool all_logits = false,
-                         bool window_bias = false);
+                         bool window_bias = false, bool per_row = false);
 
 // The CausalLM adapter generation runs on.
 class DecoderModel : public CausalLM {
@@ -67,6 +69,10 @@ class DecoderModel : public CausalLM {
   int64_t head_dim() const override { return w_.cfg.head_dim; }
   int64_t vocab() const override { return w_.cfg.vocab; }
   StepOutput step(const Tensor& ids, int64_t pos, const KvCache* cache) override;
+  // Rows at different positions in one step (continuous batching): row b's S tokens ids[b] go at
+  // positions row_pos[b].., and row b of `cache` holds row_pos[b] filled slots (cache.len is not
+  // read; row_pos[b] = 0 is a row with no past). Same logits as stepping each row alone.
+  StepOutput step(const Tensor& ids, const std::vector<int64_t>& row_pos, const KvCache& cache);
   // Compiles the graph step() will use for S new tokens at `pos` with a cache of `cap` slots
   // (0: the prefill graph), so timing a later step() measures running, not compiling.
   void prepare(int64_t B, int64_t S, int64_t pos, int64_t cap);
@@ -76,6 +82,8 @@ class DecoderModel : public CausalLM {
  private:
   struct Impl;
   std::vector<Tensor> extra_inputs(int64_t B, int64_t S, int64_t pos, const KvCache* cache, bool bias) const;
+  std::vector<Tensor> row_inputs(int64_t S, const std::vector<int64_t>& row_pos, const KvCache& cache, bool bias) const;
+  void check_ids(const Tensor& ids) const;
   DecoderWeights w_;
   std::string device_;
   Impl* impl_;

@@ -148,8 +148,11 @@ bool TextSession::step() {
     stats_.decode_ms += std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     ++stats_.decode_tokens;
   }
-  int64_t V = m.vocab();
-  float* lg = last_.logits.data<float>();
+  return choose(last_.logits.data<float>());
+}
+
+bool TextSession::choose(float* lg) {
+  const int64_t V = llm_.model().vocab();
   if (o_.sampling.repeat_penalty != 1.0) {
     std::vector<int64_t> recent(prompt_);
     recent.insert(recent.end(), out_.begin(), out_.end());
@@ -162,6 +165,19 @@ bool TextSession::step() {
   if (llm_.is_stop_token(tok)) return false;
   pending_ += stream_.push(tok);
   return !stream_.stopped();
+}
+
+bool TextSession::feed(float* logits) {
+  if (done_) return false;
+  done_ = !choose(logits) || static_cast<int64_t>(out_.size()) >= o_.max_new;
+  return !done_;
+}
+
+std::string TextSession::take_text() {
+  if (done_) pending_ += stream_.flush();
+  std::string out;
+  out.swap(pending_);
+  return out;
 }
 
 bool TextSession::next(std::string& piece) {

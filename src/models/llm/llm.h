@@ -55,8 +55,19 @@ class TextSession {
   const GenerateStats& stats() const { return stats_; }
   const std::vector<int64_t>& tokens() const { return out_; }  // generated ids so far
 
+  // Driven from outside (continuous batching: the caller runs the model for many sessions at once).
+  // feed() takes the logits [V] of this sequence's last position, picks the next token as next()
+  // would and returns false once generation has ended; take_text() returns the text produced since
+  // the last call (at the end, with what was held back).
+  bool feed(float* logits);
+  std::string take_text();
+  bool finished() const { return done_; }
+  const std::vector<int64_t>& prompt() const { return prompt_; }
+  const TextOptions& options() const { return o_; }
+
  private:
   bool step();  // one token; false when finished
+  bool choose(float* logits);  // samples a token into out_/the stream; false on an end-of-turn token or a stop string
   Llm& llm_;
   std::vector<int64_t> prompt_, out_;
   TextOptions o_;
