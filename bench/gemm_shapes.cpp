@@ -25,6 +25,8 @@
 // the SGD update) on distinct buffers, with GEMM_STEP_GAP_MS (default 1) of single-threaded busy work
 // between steps (the loss head; the pool's workers fall asleep meanwhile, as in the step); per GEMM
 // the median of its own time, and the median step sum.
+// The "bmm" section times the general contractions (matmul, batched dot_general) on the OpenBLAS
+// route and on RLX's (src/backends/cpu/gemm.cpp), each as the kernel runs them.
 // GEMM_MASK_ROWS=1 applies the mask as a rows_done pass (the old way) instead of GemmEpi::mask.
 #include <cblas.h>
 
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_avx2.h"
+#include "backends/cpu/parallel.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -284,4 +287,56 @@ int main(int argc, char** argv) {
       std::printf("step %-12s %-16s %8.1f MFLOP %8.3f ms %7.1f GFLOP/s  (load %.2f)\n", net.c_str(), "sum", mflop_all, m,
                   mflop_all / m, load_avg());
     }
+
+  // The general contractions (matmul, batched dot_general: C[b] = A[b]·B[b], NN, nothing packed
+  // ahead), the way the cpu kernels run them (src/backends/cpu/gemm.cpp): "openblas" is the
+  // OpenBLAS route (RLX_GEMM=blas: one cblas_sgemm per batch element, OpenBLAS on one thread with
+  // M split over our pool from 10 MFLOP, else on the calling thread), "rlx" the default route
+  // (gemm_f32; batch elements under 10 MFLOP split over the pool, each on one thread). Run with
+  // filter "bmm".
+  struct BM { int B, M, N, K; const char* what; };
+  const std::vector<BM> bmm = {{12, 128, 128, 64, "bmm attn s128 QK"}, {12, 128, 64, 128, "bmm attn s128 PV"},
+                               {96, 128, 128, 32, "bmm b8 heads QK"},   {8, 16, 16, 64, "bmm tiny"},
+                               {1, 512, 512, 512, "bmm matmul 512"},    {1, 1024, 1024, 1024, "bmm matmul 1024"},
+                               {1, 8, 4096, 1024, "bmm matmul M8"},     {1, 32, 4096, 1024, "bmm matmul M32"},
+                               {1, 64, 4096, 1024, "bmm matmul M64"},   {1, 128, 1024, 1024, "bmm matmul M128"},
+                               {1, 16, 384, 384, "bmm matmul M16 small"},     {4, 256, 768, 768, "bmm batched 256"}};
+  for (const BM& s : bmm) {
+    if (!only.empty() && std::string(s.what).find(only) == std::string::npos) continue;
+    auto A = fill(size_t(s.B) * s.M * s.K, 13), Bm = fill(size_t(s.B) * s.K * s.N, 14);
+    std::vector<float> C(size_t(s.B) * s.M * s.N), C3(C.size());
+    const double mflop = 2.0 * s.B * s.M * s.N * s.K / 1e6, one = 2.0 * s.M * s.N * s.K;
+    openblas_set_num_threads(1);
+    const size_t a_sz = size_t(s.M) * s.K, b_sz = size_t(s.K) * s.N, c_sz = size_t(s.M) * s.N;
+    double t1 = median_ms([&] {
+      for (int b = 0; b < s.B; ++b) {
+        const float *a = A.data() + b * a_sz, *bb = Bm.data() + b * b_sz;
+        float* c = C.data() + b * c_sz;
+        if (one < 1e7 || nt == 1) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.M, s.N, s.K, 1.f, a, s.K, bb, s.N, 0.f, c, s.N);
+          continue;
+        }
+        rlx::cpu::parallel_for(s.M, 16, [&](int64_t r0, int64_t r1) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(r1 - r0), s.N, s.K, 1.f, a + r0 * s.K, s.K, bb, s.N,
+                      0.f, c + r0 * s.N, s.N);
+        });
+      }
+    });
+    double t2 = median_ms([&] {
+      if (s.B > 1 && one < 1e7) {
+        rlx::cpu::parallel_for(s.B, 1, [&](int64_t b0, int64_t b1) {
+          for (int64_t b = b0; b < b1; ++b)
+            rlx::cpu::gemm_f32(false, false, s.M, s.N, s.K, A.data() + b * a_sz, s.K, Bm.data() + b * b_sz, s.N,
+                               C3.data() + b * c_sz, s.N, 0.f, false);
+        });
+        return;
+      }
+      for (int b = 0; b < s.B; ++b)
+        rlx::cpu::gemm_f32(false, false, s.M, s.N, s.K, A.data() + b * a_sz, s.K, Bm.data() + b * b_sz, s.N,
+                           C3.data() + b * c_sz, s.N);
+    });
+    openblas_set_num_threads(nt);
+    std::printf("%-22s B=%-3d %5d %5d %5d NN | openblas %6.1f | rlx %6.1f | %8.1e %5.2f\n", s.what, s.B, s.M, s.N, s.K,
+                mflop / t1, mflop / t2, max_diff(C, C3), load_avg());
+  }
 }

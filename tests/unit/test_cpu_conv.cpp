@@ -13,6 +13,8 @@
 #include <string>
 
 #include "autodiff/autodiff.h"
+#include "backends/cpu/conv.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "rlx/builder.h"
 #include "rlx/reference.h"
@@ -145,8 +147,64 @@ TEST(CpuConv, PlansAndBlocking) {
       {1, 4, 4, 4, {17}, {3}, {1}, {1, 1}, {3}},
       {3, 6, 6, 1, {9}, {1}, {1}, {0, 0}, {1}},
   };
-  unsigned seed = 100;
-  for (const ConvCase& c : cases) EXPECT_LE(conv_error(c, seed++), conv_tol(c)) << c.str();
+  // Each case once with the Winograd plan allowed and once with it off (the im2col/rows plans on
+  // the 3x3 stride-1 shapes it would take).
+  for (bool wino : {true, false}) {
+    const bool was = cpu::conv_set_winograd(wino);
+    unsigned seed = 100;
+    for (const ConvCase& c : cases) EXPECT_LE(conv_error(c, seed++), conv_tol(c)) << c.str() << " winograd " << wino;
+    cpu::conv_set_winograd(was);
+  }
+}
+
+namespace {
+
+std::string plan_of(const ConvCase& c) {
+  Ints xs{c.N, c.C}, ws{c.O, c.C / c.groups}, ys{c.N, c.O}, osp = c.out_sp();
+  xs.insert(xs.end(), c.x_sp.begin(), c.x_sp.end());
+  ws.insert(ws.end(), c.k_sp.begin(), c.k_sp.end());
+  ys.insert(ys.end(), osp.begin(), osp.end());
+  return cpu::conv_plan_name(c.node(), xs, ws, ys);
+}
+
+}  // namespace
+
+// The Winograd F(2x2, 3x3) plan (conv_winograd.cpp) against the reference: odd and even map sizes
+// (partial tiles at the right and bottom edges), pads 0-2 and asymmetric ones, output channels that
+// are not a multiple of the micro-kernel's rows, several tile blocks, channel groups and M blocks.
+TEST(CpuConv, WinogradMatchesReference) {
+  const bool avx2 = cpu::cpu_isa() >= cpu::CpuIsa::Avx2;
+  int cases = 0;
+  unsigned seed = 300;
+  for (int co = 0; co < 2; ++co)  // (C, O) = (32, 70), (37, 16)
+    for (Ints sp : {Ints{14, 13}, Ints{15, 18}})
+      for (Ints pads : {Ints{0, 0, 0, 0}, Ints{1, 1, 1, 1}, Ints{2, 0, 1, 2}}) {
+        ConvCase c{1 + co, co ? 37 : 32, co ? 16 : 70, 1, sp, {3, 3}, {1, 1}, pads, {1, 1}};
+        if (c.out_sp().empty() || c.out_sp()[1] < 13) continue;
+        EXPECT_EQ(plan_of(c), avx2 ? "winograd" : "cols") << c.str();
+        EXPECT_LE(conv_error(c, seed++), 2 * conv_tol(c)) << c.str();
+        ++cases;
+      }
+  EXPECT_GE(cases, 8);
+  // Several tile blocks (C = 256: ~160 tiles a block) and output channel groups; many tiles per
+  // block with M blocks of fewer channels than the item's (C = 32, a 60x61 map: ~960 tiles a block).
+  for (const ConvCase& c : {ConvCase{1, 256, 16, 1, {26, 30}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+                            ConvCase{1, 32, 24, 1, {60, 61}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+                            ConvCase{3, 64, 24, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}}) {
+    EXPECT_EQ(plan_of(c), avx2 ? "winograd" : "cols") << c.str();
+    EXPECT_LE(conv_error(c, seed++), 2 * conv_tol(c)) << c.str();
+  }
+  // What it leaves to the other plans: strides, dilations, groups, other kernel sizes, few channels,
+  // narrow maps (7x7: 4 tiles a row, half of each 8-tile vector would be padding).
+  EXPECT_NE(plan_of({1, 32, 32, 1, {28, 28}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}}), "winograd");
+  EXPECT_NE(plan_of({1, 32, 32, 1, {18, 18}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {2, 2}}), "winograd");
+  EXPECT_NE(plan_of({1, 64, 64, 2, {14, 14}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}), "winograd");
+  EXPECT_NE(plan_of({1, 32, 32, 1, {14, 14}, {5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}}), "winograd");
+  EXPECT_NE(plan_of({1, 16, 64, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}), "winograd");
+  EXPECT_NE(plan_of({1, 64, 64, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}), "winograd");
+  const bool was = cpu::conv_set_winograd(false);
+  EXPECT_NE(plan_of({1, 32, 32, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}), "winograd");
+  cpu::conv_set_winograd(was);
 }
 
 TEST(CpuConv, ThreeDimensionalFallsBackToGenericAndMatches) {
@@ -194,6 +252,7 @@ TEST(CpuConv, CompiledModelsMatchReference) {
       {3, 24, 40, 2, {5, 5}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}},    // rows, 1x1, groups
       {1, 16, 32, 1, {12, 12}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}},  // 1x1 columns
       {2, 6, 6, 6, {11, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},    // depthwise
+      {2, 32, 40, 1, {14, 15}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},  // winograd (AVX2 hosts)
   };
   for (const ConvCase& c : cases)
     for (bool const_w : {true, false})
@@ -216,6 +275,7 @@ TEST(CpuConv, CompiledModelsMatchReference) {
         const std::string prof = cm.profile();
         EXPECT_NE(prof.find(residual ? "conv+affine+residual+max" : "conv+affine+max"), std::string::npos) << prof;
         EXPECT_EQ(prof.find("fused["), std::string::npos) << "the BatchNorm/ReLU region should be in the conv\n" << prof;
+        EXPECT_NE(prof.find("[" + plan_of(c) + "]"), std::string::npos) << "the conv's plan in its profile row\n" << prof;
       }
 }
 
@@ -278,7 +338,7 @@ TEST(CpuConv, EpilogueFormsMatchReference) {
     for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(max_rel_diff(got[i], want[i]), 2e-5) << c.name << " output " << i;
     const std::string prof = cm.profile();
     if (c.label)
-      EXPECT_NE(prof.find(std::string(c.label) + "\n"), std::string::npos) << c.name << "\n" << prof;
+      EXPECT_NE(prof.find(std::string(c.label) + " [cols]\n"), std::string::npos) << c.name << "\n" << prof;
     else
       EXPECT_EQ(prof.find("conv+"), std::string::npos) << c.name << "\n" << prof;
   }

@@ -3,8 +3,11 @@
 // blocked and broadcast paths.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
+#include "backends/cpu/blas.h"
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/parallel.h"
 #include "rlx/builder.h"
 #include "rlx/reference.h"
@@ -54,6 +57,36 @@ TEST(CpuKernels, MatMulAndDotGeneral) {
   b.output(b.matmul(x, y));
   b.output(b.dot_general(x, x, {0}, {0}, {1}, {1}));  // [4,65,65], contracting a non-minor dim
   expect_matches(g, {seeded(DType::f32, {4, 33, 65}, 1), seeded(DType::f32, {65, 47}, 2)});
+}
+
+// The general f32 contractions (blas.cpp's sgemm): batches of small GEMMs split over the pool by
+// batch element (with a broadcast operand), single GEMMs below and above the row count from which
+// they run on RLX's packed GEMM when OpenBLAS is tuned for the CPU, and a Linear whose weight is an
+// input (not packed ahead), with its bias and activation.
+TEST(CpuKernels, GeneralGemmRoutesMatchReference) {
+  Graph g;
+  Builder b(g);
+  auto a = b.input("a", DType::f32, {6, 70, 40});
+  auto c = b.input("c", DType::f32, {6, 40, 50});
+  auto big = b.input("big", DType::f32, {300, 200});
+  auto w = b.input("w", DType::f32, {90, 200});
+  auto bias = b.input("bias", DType::f32, {90});
+  auto d = b.input("d", DType::f32, {40, 30});
+  auto e = b.input("e", DType::f32, {200, 90});
+  auto f = b.input("f", DType::f32, {20, 200});
+  auto h = b.input("h", DType::f32, {200, 90});
+  b.output(b.matmul(a, c));                           // 6 small GEMMs
+  b.output(b.matmul(a, d));                           // broadcast B
+  b.output(b.dot_general(a, c, {0}, {0}, {2}, {1}));  // batched dot_general
+  b.output(b.matmul(big, e));                         // 300 rows
+  b.output(b.matmul(f, h));                           // 20 rows
+  b.output(b.linear(big, w, bias, "relu"));
+  expect_matches(g, {seeded(DType::f32, {6, 70, 40}, 1), seeded(DType::f32, {6, 40, 50}, 2),
+                     seeded(DType::f32, {300, 200}, 3), seeded(DType::f32, {90, 200}, 4, 0.2),
+                     seeded(DType::f32, {90}, 5), seeded(DType::f32, {40, 30}, 6), seeded(DType::f32, {200, 90}, 7),
+                     seeded(DType::f32, {20, 200}, 8), seeded(DType::f32, {200, 90}, 9)});
+  EXPECT_EQ(cpu::sgemm_on_rlx(1000, false), cpu::fast_gemm_available());
+  EXPECT_EQ(cpu::sgemm_on_rlx(8, false), cpu::fast_gemm_available() && !cpu::blas_tuned());
 }
 
 TEST(CpuKernels, LayerNormSoftmax) {
@@ -134,4 +167,23 @@ TEST(CpuKernels, ThreadPoolCoversEachIndexOnce) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
   }
   EXPECT_GE(cpu::num_threads(), 1);
+}
+
+// The idle spin is bounded by wall time, not by a count of `pause` instructions (whose cost differs
+// ~10x between AMD and Intel cores): it returns as soon as the condition holds, and a condition that
+// never holds ends it after the budget.
+TEST(CpuKernels, SpinWaitIsBoundedByTime) {
+  using clock = std::chrono::steady_clock;
+  EXPECT_GE(cpu::spin_budget_us(), 0);
+  int calls = 0;
+  EXPECT_TRUE(cpu::spin_wait([&] { return ++calls >= 50; }, 1000000));  // 1 s budget, ends at call 50
+  EXPECT_EQ(calls, 50);
+  EXPECT_FALSE(cpu::spin_wait([] { return false; }, 0));
+  for (int64_t budget : {200, 2000}) {
+    const auto t0 = clock::now();
+    EXPECT_FALSE(cpu::spin_wait([] { return false; }, budget));
+    const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    EXPECT_GE(us, double(budget)) << budget;
+    EXPECT_LT(us, double(budget) + 50000.0) << budget;  // generous: a loaded machine may deschedule us
+  }
 }

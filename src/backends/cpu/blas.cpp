@@ -1,15 +1,24 @@
-// sgemm: OpenBLAS is told to use one thread; we split M (or N when M is small) across the pool so
-// the cpu device has a single thread pool. See docs/cpu.md for the OpenBLAS-vs-oneDNN measurements.
+// sgemm: RLX's own packed GEMM (gemm_f32, gemm_avx2.h) or OpenBLAS, told to use one thread, with
+// M (or N when M is small) split across our pool so the cpu device has a single thread pool.
+// Debian's OpenBLAS picks its kernels by CPU model and falls back to SSE kernels on models it does
+// not know (e.g. Intel family 6 model 207 runs "Prescott"): there every GEMM runs on ours. Where it
+// has its AVX2/AVX-512 kernels it stays for fewer than 256 rows (64 on one thread): packing an
+// unpacked B per call costs ours up to 2x there (bench/gemm_shapes.cpp "bmm", docs/cpu.md).
+// RLX_GEMM=blas (or no AVX2/FMA) runs everything on OpenBLAS.
 #include "backends/cpu/blas.h"
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
+#include <string>
 
+#include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/parallel.h"
 
 #if defined(RLX_HAVE_OPENBLAS)
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
 #endif
 
 namespace rlx::cpu {
@@ -58,6 +67,7 @@ void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
 }  // namespace
 
 const char* gemm_library() {
+  if (fast_gemm_available()) return blas_tuned() ? "rlx+openblas" : "rlx";
 #if defined(RLX_HAVE_OPENBLAS)
   return "openblas";
 #else
@@ -65,13 +75,38 @@ const char* gemm_library() {
 #endif
 }
 
+bool blas_tuned() {
+#if defined(RLX_HAVE_OPENBLAS)
+  static const bool tuned = [] {
+    std::string core = openblas_get_corename() ? openblas_get_corename() : "";
+    for (char& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* k : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+      if (core == k) return true;
+    return false;
+  }();
+  return tuned;
+#else
+  return false;
+#endif
+}
+
+bool sgemm_on_rlx(int64_t M, bool serial) {
+  return fast_gemm_available() && (!blas_tuned() || M >= (serial ? 64 : 256));
+}
+
 void sgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float* C, int64_t ldc, bool acc) {
+  if (sgemm_on_rlx(M, true)) return gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, acc ? 1.f : 0.f, false);
   gemm_block(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, acc);
 }
 
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
            int64_t ldb, float* C, int64_t ldc, bool acc, GemmEpilogue epi, void* ctx) {
+  if (sgemm_on_rlx(M, num_threads() == 1)) {
+    gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, acc ? 1.f : 0.f, true);
+    if (epi && M > 0 && N > 0) epi(ctx, 0, M, 0, N);
+    return;
+  }
   int nt = num_threads();
   double flops = 2.0 * M * N * K;
   auto a_rows = [&](int64_t r) { return ta ? A + r : A + r * lda; };

@@ -8,6 +8,7 @@
 //  - Rows (few output pixels: 7x7 maps, the weight gradient of training): out^T[P, Og] =
 //    col^T · W^T, the weight packed once (at build time when it is a constant) into 16-channel panels,
 //    so the output channels fill the register tile instead of a half-empty pixel panel.
+//  - Winograd F(2x2, 3x3) for 3x3 stride-1 convs with enough channels: conv_winograd.cpp.
 // Work items are (image, group, pixel block[, channel block]) claimed by the pool's threads.
 #include <algorithm>
 #include <cmath>
@@ -57,7 +58,7 @@ bool geom_of(const Node& n, const std::vector<int64_t>& xd, const std::vector<in
 }
 
 struct Plan {
-  enum Kind { Direct, Cols, Rows } kind = Cols;
+  enum Kind { Direct, Cols, Rows, Wino } kind = Cols;
   int64_t kc = 0, nkb = 1;  // K blocks of kc (a multiple of KH*KW; the last may be shorter)
   int64_t pb = 0, npb = 1;  // Cols: output pixels per block (a multiple of 16 but the last)
   int64_t mb = 0, nmb = 1;  // Cols: output channels per block
@@ -79,6 +80,10 @@ Plan plan_of(const Geom& g) {
   const int64_t P = g.P(), units = g.N * g.G;
   if (g.Cg == 1) {
     pl.kind = Plan::Direct;
+    return pl;
+  }
+  if (conv_detail::winograd_fits(g)) {
+    pl.kind = Plan::Wino;
     return pl;
   }
   // Share of the register tile's lanes doing useful work: pixels x 16 panels vs pixels x 6 rows
@@ -426,8 +431,29 @@ bool conv_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>&
       }
       run_rows(g, pl, xp, packed, yp, epi);
       break;
+    case Plan::Wino:
+      if (!packed) {
+        float* buf = t_wpack.get(static_cast<size_t>(conv_detail::winograd_pack_size(g)));
+        conv_detail::winograd_pack(g, wp, buf);
+        packed = buf;
+      }
+      conv_detail::run_winograd(g, xp, packed, yp, epi);
+      break;
   }
   return true;
+}
+
+std::string conv_plan_name(const Node& n, const std::vector<int64_t>& xdims, const std::vector<int64_t>& wdims,
+                           const std::vector<int64_t>& ydims) {
+  Geom g;
+  if (!geom_of(n, xdims, wdims, ydims, g)) return "";
+  switch (plan_of(g).kind) {
+    case Plan::Direct: return "direct";
+    case Plan::Cols: return "cols";
+    case Plan::Rows: return "rows";
+    case Plan::Wino: return "winograd";
+  }
+  return "";
 }
 
 std::vector<float> conv_prepack(const Node& n, const Tensor& w, const std::vector<int64_t>& xdims,
@@ -435,6 +461,11 @@ std::vector<float> conv_prepack(const Node& n, const Tensor& w, const std::vecto
   Geom g;
   if (w.dtype() != DType::f32 || !geom_of(n, xdims, w.shape(), ydims, g)) return {};
   const Plan pl = plan_of(g);
+  if (pl.kind == Plan::Wino) {
+    std::vector<float> p(static_cast<size_t>(conv_detail::winograd_pack_size(g)));
+    conv_detail::winograd_pack(g, w.data<float>(), p.data());
+    return p;
+  }
   if (pl.kind != Plan::Rows) return {};
   std::vector<float> p(static_cast<size_t>(rows_pack_size(g)));
   rows_pack(g, pl, w.data<float>(), p.data());

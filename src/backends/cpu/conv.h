@@ -52,6 +52,13 @@ void split(const Geom& g, const Phases& p, const float* x, float* ph, float pad)
 void deinterleave2(const float* s, int64_t n, float* even, float* odd);
 // The direct plan (groups with one input channel): conv_direct.cpp.
 void run_direct(const Geom& g, const float* x, const float* w, float* y, const ChannelEpi* epi);
+// The Winograd F(2x2, 3x3) plan (conv_winograd.cpp): whether it covers g (3x3, stride 1, dilation 1,
+// one group, >= 32 input and >= 16 output channels, output rows of >= 13 columns, an AVX2 host,
+// Winograd not turned off), the size of the transformed weight, the transform, and the conv on it.
+bool winograd_fits(const Geom& g);
+int64_t winograd_pack_size(const Geom& g);
+void winograd_pack(const Geom& g, const float* w, float* dst);
+void run_winograd(const Geom& g, const float* x, const float* u, float* y, const ChannelEpi* epi);
 
 }  // namespace conv_detail
 
@@ -60,6 +67,13 @@ void run_direct(const Geom& g, const float* x, const float* w, float* y, const C
 // the case (not f32, not 1-D/2-D): the caller then runs the generic kernel.
 bool conv_f32(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const float* packed,
               const ChannelEpi* epi);
+// The plan conv_f32 runs for these shapes: "direct", "cols" (im2col GEMM), "rows", "winograd", or
+// "" when it does not cover them (profile labels, tests).
+std::string conv_plan_name(const Node& n, const std::vector<int64_t>& xdims, const std::vector<int64_t>& wdims,
+                           const std::vector<int64_t>& ydims);
+// Turns the Winograd plan on or off for the process (default: on unless RLX_CONV_WINOGRAD=0), so
+// tests and benchmarks reach the other plans on the same shapes; returns the previous setting.
+bool conv_set_winograd(bool on);
 // Whether conv_f32 covers a conv of these types.
 bool conv_f32_supported(const Node& n, const ValueType& x, const ValueType& w, const ValueType& y);
 // The kernel the executor runs for conv (find_kernel's `conv` is this with packed and epi null):

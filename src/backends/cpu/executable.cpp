@@ -82,6 +82,20 @@ class CpuExecutable : public Executable {
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
       if (k.attrs.count("cpu_epi")) (label += "+") += attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");
       if (k.attrs.count("cpu_rows") && label.rfind("fused", 0) == 0) label = "rows" + label.substr(5);
+      if (k.kind == KernelKind::Library && k.op == OpKind::Conv && k.in.size() >= 2 && k.out.size() == 1) {
+        auto fixed = [&](size_t b) {
+          for (auto& d : p_.buffers[b].type.shape)
+            if (!d.is_static()) return false;
+          return true;
+        };
+        if (fixed(k.in[0]) && fixed(k.in[1]) && fixed(k.out[0])) {  // the conv kernel's plan (conv.cpp)
+          const std::string plan = cpu::conv_plan_name(Node{k.op, {}, {}, k.attrs, ""},
+                                                       static_dims(p_.buffers[k.in[0]].type.shape),
+                                                       static_dims(p_.buffers[k.in[1]].type.shape),
+                                                       static_dims(p_.buffers[k.out[0]].type.shape));
+          if (!plan.empty()) label += " [" + plan + "]";
+        }
+      }
       if (k.op == OpKind::Linear && k.attrs.count("activation")) {
         Node n{k.op, {}, {}, k.attrs, ""};
         if (attr_str(n, "activation") != "none" && !attr_str(n, "activation").empty()) (label += "+") += attr_str(n, "activation");

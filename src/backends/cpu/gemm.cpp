@@ -1,9 +1,11 @@
 // Contractions: dot_general, linear and matmul. 2-D f32 dot_generals (the training step's X·W,
 // Xᵀ·dH and dH·Wᵀ) run on our packed AVX2 GEMM (train_gemm below) with the training epilogues that
 // the train-epilogues LIR pass (src/lir/rewrite) attaches; other f32 contractions go to sgemm (blas.cpp:
-// OpenBLAS split over our pool); other dtypes use one packed batched loop GEMM (C[b] = A[b] · B[b],
+// the same packed GEMM, or OpenBLAS split over our pool under RLX_GEMM=blas; a batch of small GEMMs
+// is split over the pool by batch element); other dtypes use one packed batched loop GEMM (C[b] = A[b] · B[b],
 // A [M,K], B [K,N] row-major).
 #include <algorithm>
+#include <array>
 #include <complex>
 #include <cstring>
 #include <type_traits>
@@ -142,6 +144,26 @@ void train_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* 
   if (te.mask) mask_rows(&mc, 0, M);
 }
 
+// C[b] = A[b] · B[b] for b in [0, batch) (A [M,K], B [K,N], C [M,N], all row-major, C contiguous);
+// operands(b) gives A[b] and B[b]. Small GEMMs (under ~10 MFLOP) are split over the pool by batch
+// element, each on one thread; bigger ones one after another, each split over the pool.
+template <class F>
+void batched_sgemm(int64_t batch, int64_t M, int64_t N, int64_t K, F operands, float* C) {
+  if (batch > 1 && 2.0 * M * N * K < 1e7 && fast_gemm_available()) {
+    parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const auto op = operands(b);
+        sgemm_serial(false, false, M, N, K, op[0], K, op[1], N, C + b * M * N, N);
+      }
+    });
+    return;
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto op = operands(b);
+    sgemm(false, false, M, N, K, op[0], K, op[1], N, C + b * M * N, N);
+  }
+}
+
 template <class T, class Acc>
 void dot_general_t(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   Tensor& c = out[0];
@@ -184,8 +206,9 @@ void dot_general_t(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
   auto Bm = permute<T>(b, bo);
   T* C = c.data<T>();
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t i = 0; i < B; ++i)
-      sgemm(false, false, M, N, K, A.data() + i * M * K, K, Bm.data() + i * K * N, N, C + i * M * N, N);
+    batched_sgemm(B, M, N, K, [&](int64_t i) {
+      return std::array<const float*, 2>{A.data() + i * M * K, Bm.data() + i * K * N};
+    }, C);
     return;
   }
   for (int64_t i = 0; i < B; ++i) gemm<T, Acc>(A.data() + i * M * K, Bm.data() + i * K * N, C + i * M * N, M, K, N);
@@ -250,7 +273,7 @@ void matmul_t(const Tensor& a0, const Tensor& b0, Tensor& c) {
   for (size_t i = 0; i < br; ++i) total *= (ob[i] = std::max(ab[i], bb[i]));
   const T *A = a0.data<T>(), *B = b0.data<T>();
   T* C = c.data<T>();
-  for (int64_t t = 0; t < total; ++t) {
+  auto offsets = [&](int64_t t) {  // A's and B's batch element for output batch element t
     int64_t rem = t, ao = 0, bo = 0, as_ = 1, bs_ = 1;
     for (size_t i = br; i-- > 0;) {
       int64_t idx = rem % ob[i];
@@ -260,10 +283,18 @@ void matmul_t(const Tensor& a0, const Tensor& b0, Tensor& c) {
       as_ *= ab[i];
       bs_ *= bb[i];
     }
-    if constexpr (std::is_same_v<T, float>)
-      sgemm(false, false, M, N, K, A + ao * M * K, K, B + bo * K * N, N, C + t * M * N, N);
-    else
-      gemm<T, T>(A + ao * M * K, B + bo * K * N, C + t * M * N, M, K, N);
+    return std::array<int64_t, 2>{ao, bo};
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    batched_sgemm(total, M, N, K, [&](int64_t t) {
+      const auto o = offsets(t);
+      return std::array<const float*, 2>{A + o[0] * M * K, B + o[1] * K * N};
+    }, C);
+  } else {
+    for (int64_t t = 0; t < total; ++t) {
+      const auto o = offsets(t);
+      gemm<T, T>(A + o[0] * M * K, B + o[1] * K * N, C + t * M * N, M, K, N);
+    }
   }
 }
 
@@ -315,6 +346,13 @@ void linear_f32(const Node& n, const std::vector<Tensor>& in, Tensor& out) {
   if (a == "gelu_tanh") e.act = Act::GeluTanh;
   if (a == "silu") e.act = Act::Silu;
   bool epi = e.bias || e.act != Act::None;
+  if (sgemm_on_rlx(rows, num_threads() == 1)) {  // bias and activation on the tiles in registers
+    GemmEpi ge;
+    ge.bias = e.bias;
+    ge.act = e.act == Act::Relu ? GemmAct::Relu : e.act == Act::Gelu ? GemmAct::Gelu
+             : e.act == Act::GeluTanh ? GemmAct::GeluTanh : e.act == Act::Silu ? GemmAct::Silu : GemmAct::None;
+    return gemm_f32(false, true, rows, O, I, x.data<float>(), I, w.data<float>(), I, e.Y, O, 0.f, true, &ge);
+  }
   sgemm(false, true, rows, O, I, x.data<float>(), I, w.data<float>(), I, e.Y, O, false, epi ? &linear_epilogue : nullptr,
         &e);
 }

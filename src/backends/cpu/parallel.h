@@ -2,6 +2,7 @@
 // inside it (we split GEMMs ourselves), so two pools never fight over the cores.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 #include <utility>
 
@@ -21,6 +22,14 @@ class RangeFn {
   void* obj_;
   void (*call_)(void*, int64_t, int64_t);
 };
+
+// How long an idle worker spins for the next job before it sleeps on a condition variable, in
+// microseconds: RLX_SPIN_US (0: never spin), default 150. Fixed at first use.
+int64_t spin_budget_us();
+// Spins (x86 `pause` between checks) until ready() is true or budget_us microseconds of wall time
+// have passed; returns whether ready() became true. Time-based, so the wait is the same on CPUs
+// whose `pause` costs ~36 ns (AMD Zen 2) and ~10x that (Intel since Skylake).
+bool spin_wait(const std::function<bool()>& ready, int64_t budget_us);
 
 // Worker count: RLX_NUM_THREADS when set, else the number of cores. Fixed at first use.
 int num_threads();
