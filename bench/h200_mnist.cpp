@@ -162,8 +162,6 @@ int main(int argc, char** argv) {
         }
         unsetenv("RLX_CUDA_PERSISTENT");
         // The library path: train::Trainer on cuda (inputs/outputs cross the host each step).
-        CompileOptions co;
-        co.device = "cuda";
         train::Trainer tr(loss, init, opt, {}, co);
         for (int s = 0; s < 20; ++s) tr.step({x, y});
         std::vector<double> tms;
