@@ -1,17 +1,16 @@
 // RLX side of the H200 attention micro-benchmark (bench/h200_attention.py times PyTorch SDPA on the
 // same shapes and merges). One attention op per graph, compiled for cuda; timed as `iters` CUDA
 // graph replays back to back (CUDA events around the batch), five rounds, p50/p90 over rounds.
+// The executable is the public pipeline's (CompiledModel::executable()), timed through the resident API.
 // Usage: h200_attention OUT_DIR [iters=200]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
 
-#include "backends/cuda/cuda_backend.h"
-#include "passes/passes.h"
 #include "rlx/builder.h"
-#include "rlx/device.h"
-#include "rlx/lir.h"
+#include "rlx/session.h"
+#include "runtime/backend.h"
 
 using namespace rlx;
 
@@ -44,10 +43,10 @@ int main(int argc, char** argv) {
       auto q = b.input("q", dt, {c.B, c.H, c.S, c.D}), k = b.input("k", dt, {c.B, c.H, c.S, c.D}),
            v = b.input("v", dt, {c.B, c.H, c.S, c.D});
       b.output(b.attention(q, k, v, -1, c.mask));
-      Legalized l = legalize(g, "cuda", {});
-      LirProgram lir = lower_to_lir(eliminate_dead_code(fold_constants(l.graph)), true);
-      auto exe = make_executable("cuda", lir);
-      auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
+      CompileOptions co;
+      co.device = "cuda";
+      CompiledModel model(std::move(g), co);
+      Executable& exe = model.executable();
       std::mt19937 rng(3);
       std::uniform_real_distribution<double> u(-1, 1);
       std::vector<Tensor> in;
@@ -56,10 +55,10 @@ int main(int argc, char** argv) {
         for (int64_t j = 0; j < t.numel(); ++j) t.set(j, u(rng));
         in.push_back(std::move(t));
       }
-      cu->upload_inputs(in);
-      cu->run_resident(20);
+      exe.resident_upload(in);
+      exe.resident_time(20);
       std::vector<double> ms;
-      for (int r = 0; r < 5; ++r) ms.push_back(cu->run_resident(iters));
+      for (int r = 0; r < 5; ++r) ms.push_back(exe.resident_time(iters));
       std::sort(ms.begin(), ms.end());
       double flops = 4.0 * c.B * c.H * c.S * c.S * c.D * (std::string(c.mask) == "causal" ? 0.5 : 1.0);
       std::printf("rlx attention %s B%lld H%lld S%lld D%lld %s: %.4f ms (%.1f TFLOP/s)\n", c.dtype,

@@ -1,17 +1,15 @@
 // RLX side of the H200 linear-algebra benchmark (bench/h200_linalg.py times CuPy and torch.linalg
 // on the same shapes and merges): one cholesky per graph, compiled for cuda (cuSOLVER), timed as
 // `iters` runs back to back on device-resident inputs (CUDA events around the batch), five rounds,
-// p50/p90 over rounds. Usage: h200_linalg OUT_DIR [iters=50]
+// p50/p90 over rounds; the executable is CompiledModel::executable()'s. Usage: h200_linalg OUT_DIR [iters=50]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
 
-#include "backends/cuda/cuda_backend.h"
-#include "passes/passes.h"
 #include "rlx/builder.h"
-#include "rlx/device.h"
-#include "rlx/lir.h"
+#include "rlx/session.h"
+#include "runtime/backend.h"
 
 using namespace rlx;
 
@@ -37,10 +35,10 @@ int main(int argc, char** argv) {
       Graph g;
       Builder b(g);
       for (auto o : b.op(OpKind::Cholesky, {b.input("a", dt, {c.batch, c.n, c.n})})) b.output(o);
-      Legalized l = legalize(g, "cuda", {});
-      LirProgram lir = lower_to_lir(eliminate_dead_code(fold_constants(l.graph)), true);
-      auto exe = make_executable("cuda", lir);
-      auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
+      CompileOptions co;
+      co.device = "cuda";
+      CompiledModel model(std::move(g), co);
+      Executable& exe = model.executable();
       // seeded SPD inputs: M Mᵀ / n + I per matrix
       std::mt19937 rng(3);
       std::uniform_real_distribution<double> u(-1, 1);
@@ -56,13 +54,13 @@ int main(int argc, char** argv) {
             a.set((bb * c.n + j) * c.n + i, v);
           }
       }
-      cu->upload_inputs({a});
-      cu->run_resident(3);
+      exe.resident_upload({a});
+      exe.resident_time(3);
       std::vector<double> ms;
-      for (int r = 0; r < 5; ++r) ms.push_back(cu->run_resident(c.n >= 2048 ? std::max(3, iters / 10) : iters));
+      for (int r = 0; r < 5; ++r) ms.push_back(exe.resident_time(c.n >= 2048 ? std::max(3, iters / 10) : iters));
       std::sort(ms.begin(), ms.end());
       std::printf("rlx cholesky %s %lldx%lld^2: %.4f ms  (%s)\n", c.dtype, (long long)c.batch, (long long)c.n, ms[2],
-                  cu->summary().c_str());
+                  exe.summary().c_str());
       char line[512];
       std::snprintf(line, sizeof line,
                     "{\"system\": \"rlx\", \"variant\": \"cuSOLVER potrf%s + 2 NVRTC kernels\", \"device\": \"cuda\", "

@@ -3,7 +3,9 @@
 // the seeded weights the Python script wrote, compiles it for cuda per (dtype, batch), times
 //   rlx/device:      the kernel schedule alone (ids and hidden states stay on the GPU; graph replay)
 //   rlx/end-to-end:  CompiledModel::run (ids uploaded, hidden states downloaded to the host)
-// and writes the rows plus each configuration's output (.npy) for the parity check.
+// and writes the rows plus each configuration's output (.npy) for the parity check. Every
+// executable comes from the public pipeline (CompiledModel::executable(): shape specialization,
+// verification, the device's LIR schedule), driven through Executable's resident API.
 // RLX_BENCH_DEVICE=vulkan|opengl|gpu runs the same model on a portable GPU device instead: only the
 // end-to-end rows then (those executors have no device-event timer), tagged with the device.
 // Usage: h200_minilm WEIGHTS_DIR OUT_DIR [batches=1,32,128] [dtypes=f32,f16] [iters=100]
@@ -15,12 +17,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/cuda/cuda_backend.h"
-#include "passes/passes.h"
 #include "rlx/builder.h"
-#include "rlx/lir.h"
 #include "rlx/npy.h"
 #include "rlx/session.h"
+#include "runtime/backend.h"
 
 using namespace rlx;
 
@@ -100,21 +100,20 @@ int main(int argc, char** argv) {
         Tensor ids = read_npy(w.dir + "/input_ids_b" + bs + ".npy");
         auto t0 = std::chrono::steady_clock::now();
         Graph g = build(w, dt, B);
-        // The session's pipeline, kept here so the benchmark can hold the cuda executable itself.
-        Legalized l = legalize(g, device, {});
-        Graph mir = eliminate_dead_code(fold_constants(l.graph));
-        LirProgram lir = lower_to_lir(mir, true);
-        auto exe = make_executable(device, lir);
-        auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
-        auto res = exe->run({ids});
+        CompileOptions co;
+        co.device = device;
+        CompiledModel model(g, co);  // the graph is kept for the variants' and the profile's models
+        Executable& exe = model.executable();
+        auto res = model.run({ids});
         double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const bool cu = device == "cuda";
         write_npy(out + "/rlx_out_" + (cu ? "" : device + "_") + dn + "_b" + bs + ".npy", as(res[0], DType::f32));
         if (!cu) {  // a portable GPU device: end-to-end only
-          for (int i = 0; i < 3; ++i) exe->run({ids});
+          for (int i = 0; i < 3; ++i) model.run({ids});
           std::vector<double> e2e;
           for (int i = 0; i < std::max(10, iters / 4); ++i) {
             auto s = std::chrono::steady_clock::now();
-            exe->run({ids});
+            model.run({ids});
             e2e.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
           }
           double p50 = pct(e2e, 0.5);
@@ -132,16 +131,17 @@ int main(int argc, char** argv) {
           rows.flush();
           continue;
         }
-        auto dev = cu->time_device({ids}, 20, iters);
+        exe.resident_upload({ids});
+        auto dev = exe.resident_time_each(20, iters);
         std::vector<double> e2e;
         for (int i = 0; i < std::max(10, iters / 4); ++i) {
           auto s = std::chrono::steady_clock::now();
-          exe->run({ids});
+          model.run({ids});
           e2e.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
         }
         std::printf("rlx cuda %s b%s: device p50 %.3f ms p90 %.3f | end-to-end p50 %.3f ms | compile %.1f s | %s\n",
                     dn.c_str(), bs.c_str(), pct(dev, 0.5), pct(dev, 0.9), pct(e2e, 0.5), compile_s,
-                    cu->summary().c_str());
+                    exe.summary().c_str());
         char line[512];
         struct Timed {
           const char *variant, *method;
@@ -168,24 +168,25 @@ int main(int argc, char** argv) {
           while (std::getline(all, var, ';')) {
             auto kvs = split(var);
             for (auto& kv : kvs) setenv(kv.substr(0, kv.find('=')).c_str(), kv.substr(kv.find('=') + 1).c_str(), 1);
-            auto vexe = make_executable("cuda", lir);
-            auto* vcu = dynamic_cast<cuda::CudaExecutableApi*>(vexe.get());
-            auto vres = vexe->run({ids});
+            CompiledModel vmodel(g, co);
+            Executable& vexe = vmodel.executable();
+            auto vres = vmodel.run({ids});
             double err = 0;
             for (int64_t i = 0; i < res[0].numel(); ++i) err = std::max(err, std::abs(vres[0].get(i) - res[0].get(i)));
-            auto vdev = vcu->time_device({ids}, 20, iters);
+            vexe.resident_upload({ids});
+            auto vdev = vexe.resident_time_each(20, iters);
             std::printf("  variant [%s] %s b%s: device p50 %.3f ms p90 %.3f | max |d| vs default %.3g | %s\n", var.c_str(),
-                        dn.c_str(), bs.c_str(), pct(vdev, 0.5), pct(vdev, 0.9), err, vcu->summary().c_str());
+                        dn.c_str(), bs.c_str(), pct(vdev, 0.5), pct(vdev, 0.9), err, vexe.summary().c_str());
             for (auto& kv : kvs) unsetenv(kv.substr(0, kv.find('=')).c_str());
           }
         }
         if (dt == DType::f16 || B == 32) {  // per-kernel profile of eager runs, for the report
           setenv("RLX_PROFILE", "1", 1);
-          auto pexe = make_executable("cuda", lir);
-          for (int i = 0; i < 5; ++i) pexe->run({ids});
+          CompiledModel pmodel(g, co);
+          for (int i = 0; i < 5; ++i) pmodel.run({ids});
           unsetenv("RLX_PROFILE");
           std::ofstream pf(out + "/rlx_profile_" + dn + "_b" + bs + ".txt");
-          pf << cu->summary() << "\n" << pexe->profile();
+          pf << exe.summary() << "\n" << pmodel.profile();
         }
       }
     }

@@ -1,8 +1,9 @@
 // RLX side of the H200 MNIST MLP training benchmark (bench/h200_mnist.py runs the peers and merges).
 // The training step (forward + backward + SGD update, src/train's build_train_step) is compiled for
 // cuda once per (MLP, batch); the new parameters are copied back into the parameter inputs on the
-// device after each step (CudaExecutableApi::set_feedback, inside the captured CUDA graph), so the
-// timed loop is graph replays only. Rows:
+// device after each step (Executable::resident_feedback, inside the captured CUDA graph), so the
+// timed loop is graph replays only. The executables come from the public pipeline
+// (CompiledModel::executable(): shape specialization, verification, the LIR schedule). Rows:
 //   rlx/device-resident: N steps back to back on one seeded synthetic batch, CUDA events, img/s;
 //                        the default schedule (one persistent launch where the planner takes the step,
 //                        src/backends/cuda/render_grid.h) and RLX_CUDA_PERSISTENT=0 (cuBLASLt + merged
@@ -20,11 +21,9 @@
 #include <random>
 #include <sstream>
 
-#include "backends/cuda/cuda_backend.h"
 #include "models/mlp.h"
-#include "passes/passes.h"
-#include "rlx/lir.h"
 #include "rlx/session.h"
+#include "runtime/backend.h"
 #include "train/train.h"
 
 using namespace rlx;
@@ -79,9 +78,8 @@ int main(int argc, char** argv) {
         Graph loss = models::mlp_loss_graph(sizes, B);
         int np = static_cast<int>(2 * (sizes.size() - 1));
         Graph step = train::build_train_step(loss, np, opt);
-        Legalized l = legalize(step, "cuda", {});
-        Graph mir = eliminate_dead_code(fold_constants(l.graph));
-        LirProgram lir = lower_to_lir(mir, true);
+        CompileOptions co;
+        co.device = "cuda";
         // Inputs: params, data (x, labels), lr, lr_hat, eps_hat. Outputs: loss, correct, params.
         std::vector<Tensor> init = models::mlp_init(sizes, 0);
         std::mt19937 rng(1);
@@ -119,22 +117,21 @@ int main(int argc, char** argv) {
                          Sched{"0", "device-resident, CUDA graph, RLX_CUDA_PERSISTENT=0 (cuBLASLt + merged launches)"}}) {
           setenv("RLX_CUDA_PERSISTENT", sc.env, 1);
           auto t0 = std::chrono::steady_clock::now();
-          auto exe = make_executable("cuda", lir);
-          auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
+          CompiledModel model(step, co);
+          Executable& exe = model.executable();
           double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           std::vector<std::pair<int, int>> fb;
           for (int i = 0; i < np; ++i) fb.push_back({2 + i, i});
-          cu->set_feedback(fb);
-          cu->upload_inputs(in);
+          exe.resident_feedback(fb);
+          exe.resident_upload(in);
           // Parity: 5 steps on the device (losses read back each step) vs train::Trainer on the cpu.
           std::vector<double> dev_loss;
           for (int s = 0; s < kParity; ++s) {
-            cu->run_resident(1);
-            dev_loss.push_back(cu->read_outputs()[0].get(0));
+            exe.resident_time(1);
+            dev_loss.push_back(exe.resident_read_output(0).get(0));
           }
-          auto dev_params = cu->read_inputs();
           double perr = 0, lerr = 0;
-          for (int i = 0; i < np; ++i) perr = std::max(perr, max_abs_diff(dev_params[i], ref.params()[i]));
+          for (int i = 0; i < np; ++i) perr = std::max(perr, max_abs_diff(exe.resident_read_input(i), ref.params()[i]));
           for (int s = 0; s < kParity; ++s) lerr = std::max(lerr, std::abs(dev_loss[s] - cpu_loss[s]));
           std::snprintf(line, sizeof line,
                         "{\"check\": \"rlx cuda (RLX_CUDA_PERSISTENT=%s) vs rlx cpu Trainer, %d SGD steps\", \"mlp\": \"%s\", "
@@ -146,27 +143,25 @@ int main(int argc, char** argv) {
           std::printf("parity %s b%lld persistent=%s: loss %.4f -> %.4f, |dloss| %.2g, |dparam| %.2g\n", name.c_str(),
                       static_cast<long long>(B), sc.env, dev_loss.front(), dev_loss.back(), lerr, perr);
           // Throughput: `steps` replays back to back, five rounds; p50/p90 over rounds.
-          cu->run_resident(50);  // warm-up (captures the graph)
+          exe.resident_time(50);  // warm-up (captures the graph)
           std::vector<double> ms;
-          for (int r = 0; r < 5; ++r) ms.push_back(cu->run_resident(steps));
-          double final_loss = cu->read_outputs()[0].get(0);
+          for (int r = 0; r < 5; ++r) ms.push_back(exe.resident_time(steps));
+          double final_loss = exe.resident_read_output(0).get(0);
           std::printf("rlx cuda %s b%lld persistent=%s: %.4f ms/step p50 (%.2f M img/s), loss after %d steps %.4f | "
                       "compile %.1f s | %s\n",
                       name.c_str(), static_cast<long long>(B), sc.env, pct(ms, 0.5), B / pct(ms, 0.5) / 1e3,
-                      5 * steps + 55, final_loss, compile_s, cu->summary().c_str());
+                      5 * steps + 55, final_loss, compile_s, exe.summary().c_str());
           emit(sc.variant, ms);
           // Per-kernel profile of eager steps (a persistent launch: split by phase), for the report.
           setenv("RLX_PROFILE", "1", 1);
-          auto pexe = make_executable("cuda", lir);
-          for (int i = 0; i < 5; ++i) pexe->run(in);
+          CompiledModel pmodel(step, co);
+          for (int i = 0; i < 5; ++i) pmodel.run(in);
           unsetenv("RLX_PROFILE");
           std::ofstream pf(out + "/rlx_profile_mnist_" + name + "_b" + bs + "_p" + sc.env + ".txt");
-          pf << cu->summary() << "\n" << pexe->profile();
+          pf << exe.summary() << "\n" << pmodel.profile();
         }
         unsetenv("RLX_CUDA_PERSISTENT");
         // The library path: train::Trainer on cuda (inputs/outputs cross the host each step).
-        CompileOptions co;
-        co.device = "cuda";
         train::Trainer tr(loss, init, opt, {}, co);
         for (int s = 0; s < 20; ++s) tr.step({x, y});
         std::vector<double> tms;

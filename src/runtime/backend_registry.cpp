@@ -1,69 +1,29 @@
 #include <chrono>
-#include <map>
-#include <mutex>
 
 #include "rlx/device.h"
 #include "runtime/backend.h"
 
 namespace rlx {
 
-void register_cpu_backend();
-namespace cuda {
-void register_cuda_backend();  // src/backends/cuda
-}
-void register_portable_gpu_backends();  // vulkan, opengl, gpu: src/backends/portable
-void register_tpu_backend();  // src/backends/tpu (PJRT plugin dlopened at first use)
-void register_mlx_backend();  // src/backends/mlx (no-op when MLX is compiled out)
-void register_oneapi_backend();         // src/backends/oneapi (a no-op when built without oneDNN)
-void register_hexagon_backend();        // src/backends/hexagon
-void register_rocm_backend();           // src/backends/rocm
-
-namespace {
-struct Registered {
-  BackendFactory make;
-  ScheduleFactory schedule;
-};
-std::map<std::string, Registered>& registry() {
-  static std::map<std::string, Registered> r;
-  return r;
-}
-std::map<std::string, Registered>& builtins() {
-  // Built-in backends are registered explicitly: static registrars in a static library get dropped.
-  static std::once_flag once;
-  std::call_once(once, [] {
-    register_cpu_backend();
-    cuda::register_cuda_backend();  // registered always; device_info says whether it can run
-    register_portable_gpu_backends();  // registered always; device_info probes loader + device
-    register_tpu_backend();
-    register_mlx_backend();
-    register_oneapi_backend();
-    register_hexagon_backend();        // registered always; device_info probes the toolchain
-    register_rocm_backend();           // registered always; device_info probes libamdhip64 + a GPU
-  });
-  return registry();
-}
-}  // namespace
-
-bool register_backend(const std::string& device, BackendFactory f, ScheduleFactory s) {
-  registry()[device] = Registered{std::move(f), std::move(s)};
-  return true;
+const Backend* find_backend(const std::string& device) {
+  return dynamic_cast<const Backend*>(find_device(device));
 }
 
 LirSchedule backend_schedule(const std::string& device) {
-  auto it = builtins().find(device);
-  return it == builtins().end() || !it->second.schedule ? LirSchedule{} : it->second.schedule();
+  const Backend* b = find_backend(device);
+  return b ? b->schedule() : LirSchedule{};
 }
 
 std::unique_ptr<Executable> make_executable(const std::string& device, const LirProgram& p) {
   const DeviceInfo& d = device_info(device);
-  auto it = builtins().find(device);
-  if (!d.can_execute() || it == builtins().end())
+  const Backend* b = find_backend(device);
+  if (!d.can_execute() || !b)
     fail("[run] device '", device, "' cannot execute on this machine: ", device_status_name(d.status), " (", d.reason,
          "). Compile-only commands (rlx compile --report/--dump) still work for it.");
-  if (p.scheduled) return it->second.make(p);
+  if (p.scheduled) return b->compile(p);
   LirProgram s = p;
-  schedule_lir(s, it->second.schedule ? it->second.schedule() : LirSchedule{});
-  return it->second.make(s);
+  schedule_lir(s, b->schedule());
+  return b->compile(s);
 }
 
 // The host default of Executable's resident API (backend.h).
@@ -111,6 +71,13 @@ double Executable::resident_run(int n) {
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return n > 0 ? ms / n : 0.0;
+}
+
+std::vector<double> Executable::resident_time_each(int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) resident_time(1);
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) ms.push_back(resident_time(1));
+  return ms;
 }
 
 Tensor Executable::resident_read_output(int i) {

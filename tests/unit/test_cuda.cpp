@@ -540,7 +540,7 @@ TEST(Cuda, VectorNormsMatchReference) {
 }
 
 
-// A training step with parameters resident on the GPU (set_feedback: new parameters written back
+// A training step with parameters resident on the GPU (resident_feedback: new parameters written back
 // into the parameter inputs, in place or by a copy) follows train::Trainer on the cpu step by step.
 TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
   std::string why;
@@ -552,8 +552,6 @@ TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
   Graph step = train::build_train_step(loss, 4, opt);
   LirProgram p = cuda_test::cuda_lir(step);
   auto exe = make_executable("cuda", p);
-  auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
-  ASSERT_NE(cu, nullptr);
   std::mt19937 rng(23);
   Tensor x = rnd(DType::f32, {B, 784}, rng), y(DType::i64, {B});
   for (int64_t i = 0; i < B; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
@@ -562,17 +560,16 @@ TEST(Cuda, ResidentTrainingMatchesCpuTrainer) {
   std::vector<Tensor> init = models::mlp_init(sizes, 3), in;
   for (auto& t : init) in.push_back(t.clone());
   in.insert(in.end(), {x, y, lr, lr_hat, eps_hat});
-  cu->set_feedback({{2, 0}, {3, 1}, {4, 2}, {5, 3}});
-  cu->upload_inputs(in);
+  exe->resident_feedback({{2, 0}, {3, 1}, {4, 2}, {5, 3}});
+  exe->resident_upload(in);
   CompileOptions cpu;
   train::Trainer ref(loss, init, opt, {}, cpu);
   for (int s = 0; s < 4; ++s) {  // runs 1 and 2 eager, then the captured graph
-    cu->run_resident(1);
+    exe->resident_time(1);
     double want = ref.step({x, y})[0].get(0);
-    EXPECT_NEAR(cu->read_outputs()[0].get(0), want, 1e-5) << "step " << s;
+    EXPECT_NEAR(exe->resident_read_output(0).get(0), want, 1e-5) << "step " << s;
   }
-  auto params = cu->read_inputs();
-  for (int i = 0; i < 4; ++i) EXPECT_LT(max_abs_diff(params[i], ref.params()[i]), 1e-5) << "param " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_LT(max_abs_diff(exe->resident_read_input(i), ref.params()[i]), 1e-5) << "param " << i;
 }
 
 // train::Trainer on cuda drives the resident API (parameters stay on the GPU; data and scalars

@@ -203,23 +203,20 @@ TEST(CudaPersistent, TrainStepMatchesCpuTrainer) {
     for (int persistent : {1, 0}) {
       rlx_test::ScopedEnv env("RLX_CUDA_PERSISTENT", persistent ? "1" : "0");
       auto exe = make_executable("cuda", step_lir(c.sizes, c.B));
-      auto* cu = dynamic_cast<cuda::CudaExecutableApi*>(exe.get());
-      ASSERT_NE(cu, nullptr);
       std::vector<std::pair<int, int>> fb;
       for (int i = 0; i < np; ++i) fb.push_back({2 + i, i});
-      cu->set_feedback(fb);
-      cu->upload_inputs(in);
-      bool one = cu->summary().find("(0 cuBLASLt GEMMs, 1 NVRTC kernel launches") != std::string::npos;
-      EXPECT_EQ(one, persistent == 1) << cu->summary();
+      exe->resident_feedback(fb);
+      exe->resident_upload(in);
+      bool one = exe->summary().find("(0 cuBLASLt GEMMs, 1 NVRTC kernel launches") != std::string::npos;
+      EXPECT_EQ(one, persistent == 1) << exe->summary();
       for (int s = 0; s < 4; ++s) {  // runs 1 and 2 eager, then the captured graph
-        cu->run_resident(1);
-        auto outs = cu->read_outputs();
-        EXPECT_NEAR(outs[0].get(0), want[s], 1e-5) << c.sizes[1] << " b" << c.B << " step " << s << " p" << persistent;
-        correct[persistent].push_back(outs[1].get(0));
+        exe->resident_time(1);
+        EXPECT_NEAR(exe->resident_read_output(0).get(0), want[s], 1e-5)
+            << c.sizes[1] << " b" << c.B << " step " << s << " p" << persistent;
+        correct[persistent].push_back(exe->resident_read_output(1).get(0));
       }
-      auto params = cu->read_inputs();
       for (int i = 0; i < np; ++i)
-        EXPECT_LT(rlx_test::max_abs_diff(params[i], ref.params()[i]), 2e-5)
+        EXPECT_LT(rlx_test::max_abs_diff(exe->resident_read_input(i), ref.params()[i]), 2e-5)
             << c.sizes[1] << " b" << c.B << " param " << i << " p" << persistent;
     }
     EXPECT_EQ(correct[1], correct[0]) << c.sizes[1] << " b" << c.B;

@@ -313,8 +313,6 @@ LirSchedule cpu_schedule() {
   return s;
 }
 
-void register_cpu_backend() {
-  register_backend("cpu", [](const LirProgram& p) { return std::make_unique<CpuExecutable>(p); }, cpu_schedule);
-}
+std::unique_ptr<Executable> make_cpu_executable(const LirProgram& p) { return std::make_unique<CpuExecutable>(p); }
 
 }  // namespace rlx

@@ -1,5 +1,5 @@
 // CPU kernels. Library kernels are written for the dtypes the cpu device claims natively
-// (src/dispatch/devices.cpp); every other primitive runs a generic kernel built on the reference
+// (src/backends/cpu/backend.cpp); every other primitive runs a generic kernel built on the reference
 // implementation. The fast-CPU work replaces entries here without touching the executor.
 #pragma once
 #include <memory>

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/cuda_backend.h"
 #include "rlx/error.h"
 
 namespace rlx::cuda {
@@ -201,16 +202,12 @@ void check_blas(cublasStatus_t r, const char* what) {
   if (r != 0) fail("[cuda] cuBLASLt ", what, " failed: status ", r);
 }
 
-}  // namespace rlx::cuda
-
-namespace rlx {
-
-// For src/dispatch/devices.cpp: 0 = cuda runs here, 1 = no driver, 2 = driver but no usable GPU/libraries.
-int cuda_runtime_probe(std::string* why) {
+// 0 = cuda runs here, 1 = no driver, 2 = driver but no usable GPU/libraries (cuda_backend.h).
+int runtime_probe(std::string* why) {
   cuda::Probe p = cuda::probe();
   *why = p.reason;
   if (p.ok) return 0;
   return p.reason.rfind("no NVIDIA driver", 0) == 0 ? 1 : 2;
 }
 
-}  // namespace rlx
+}  // namespace rlx::cuda

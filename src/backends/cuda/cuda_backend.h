@@ -1,37 +1,15 @@
-// The cuda executable's extra surface, for benchmarks and tests that hold one through
-// make_executable("cuda", ...): device-resident timing and a description of what was built.
+// The cuda backend's entry points beside Executable (whose resident API and summary() it
+// implements): NVRTC compilation and the kernels it would launch, for tests without a GPU.
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/cuda/render.h"
+#include "rlx/device.h"
 #include "runtime/backend.h"
 
 namespace rlx::cuda {
-
-class CudaExecutableApi : public Executable {
- public:
-  // Uploads `inputs` once, then times `iters` runs of the kernel schedule alone (inputs and outputs
-  // stay on the device; CUDA graph replay unless RLX_CUDA_GRAPHS=0), each run synchronized.
-  // Returns milliseconds per run.
-  virtual std::vector<double> time_device(const std::vector<Tensor>& inputs, int warmup, int iters) = 0;
-  // "N kernels (G cuBLASLt GEMMs, F NVRTC modules, C from the disk cache), graph on, arena X MiB".
-  virtual std::string summary() const = 0;
-  // After every run of the schedule, output out_to_in[i].first is copied (device to
-  // device, inside the CUDA graph) into input out_to_in[i].second, so a training step's new
-  // parameters become the next step's inputs without leaving the GPU. When the elementwise kernel
-  // producing the output is the input's last reader, it writes into the input directly (no copy).
-  virtual void set_feedback(const std::vector<std::pair<int, int>>& out_to_in) = 0;
-  // Uploads every input once (they then stay on the device).
-  virtual void upload_inputs(const std::vector<Tensor>& inputs) = 0;
-  // Runs the schedule `n` times back to back with no host synchronization in between; returns the
-  // milliseconds per run (CUDA events around the whole batch).
-  virtual double run_resident(int n) = 0;
-  // Downloads the outputs of the last run and the current value of each input.
-  virtual std::vector<Tensor> read_outputs() = 0;
-  virtual std::vector<Tensor> read_inputs() = 0;
-};
 
 // Compiles CUDA C with NVRTC for the current device (cached in memory and on disk by hash) and
 // returns a loadable cubin; exposed for tests.
@@ -46,6 +24,12 @@ std::string nvrtc_compile_for(Api& a, const std::string& arch, const std::string
 // without a GPU: (label, kernel); GEMMs and copies have an empty kernel. For compile checks.
 std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProgram& p);
 
-void register_cuda_backend();
+// The executable of a scheduled program (executable.cpp); backend.cpp registers it.
+std::unique_ptr<Executable> make_cuda_executable(const LirProgram& p);
+// The (op, dtype) pairs the cuda renderer's kernels and the library kernels run (backend.cpp);
+// rocm starts from the same set (its kernels are the renderer's, in the HIP dialect).
+CapabilitySet cuda_kernel_caps();
+// 0: cuda runs here, 1: no driver, 2: a driver but no usable GPU or libraries (cuda_api.cpp).
+int runtime_probe(std::string* why);
 
 }  // namespace rlx::cuda

@@ -62,7 +62,7 @@ int grid_per_sm() {
 }
 int64_t grid_blocks(int64_t sm_count) { return std::max<int64_t>(1, sm_count) * grid_per_sm(); }
 
-class CudaExecutable : public CudaExecutableApi {
+class CudaExecutable : public Executable {
  public:
   explicit CudaExecutable(const LirProgram& p) : p_(p) {
     Api& a = api();
@@ -122,8 +122,8 @@ class CudaExecutable : public CudaExecutableApi {
     return download();
   }
 
-  std::vector<double> time_device(const std::vector<Tensor>& inputs, int warmup, int iters) override {
-    upload(inputs);
+  // Each run synchronized and timed on the host clock (the inputs stay as resident_upload left them).
+  std::vector<double> resident_time_each(int warmup, int iters) override {
     Api& a = api();
     check(a.cuStreamSynchronize(stream_), "sync");
     for (int i = 0; i < warmup; ++i) {
@@ -140,8 +140,12 @@ class CudaExecutable : public CudaExecutableApi {
     return ms;
   }
 
-  void set_feedback(const std::vector<std::pair<int, int>>& out_to_in) override {
-    RLX_CHECK(!exec_, "[cuda] set_feedback after the CUDA graph was captured");
+  // After every run of the schedule, output out_to_in[i].first is copied (device to device, inside
+  // the CUDA graph) into input out_to_in[i].second, so a training step's new parameters become the
+  // next step's inputs without leaving the GPU. When the elementwise kernel producing the output is
+  // the input's last reader, it writes into the input directly (no copy).
+  void resident_feedback(const std::vector<std::pair<int, int>>& out_to_in) override {
+    RLX_CHECK(!exec_, "[cuda] resident_feedback after the CUDA graph was captured");
     for (auto [o, i] : out_to_in) {
       fb_targets_.insert(i);
       RLX_CHECK(o >= 0 && o < static_cast<int>(p_.outputs.size()) && i >= 0 && i < static_cast<int>(p_.inputs.size()),
@@ -204,19 +208,16 @@ class CudaExecutable : public CudaExecutableApi {
     return true;
   }
 
-  void upload_inputs(const std::vector<Tensor>& inputs) override {
-    upload(inputs);
-    check(api().cuStreamSynchronize(stream_), "upload");
-  }
-
-  double run_resident(int n) override {
+  // Runs the schedule `n` times back to back with no host synchronization in between; returns the
+  // milliseconds per run (CUDA events around the whole batch).
+  double resident_time(int n) override {
     Api& a = api();
     CUevent e0, e1;
     check(a.cuEventCreate(&e0, 0), "event"), check(a.cuEventCreate(&e1, 0), "event");
     check(a.cuEventRecord(e0, stream_), "event");
     for (int i = 0; i < n; ++i) launch_schedule();
     check(a.cuEventRecord(e1, stream_), "event");
-    check(a.cuEventSynchronize(e1), "run_resident");
+    check(a.cuEventSynchronize(e1), "resident_time");
     float ms = 0;
     check(a.cuEventElapsedTime(&ms, e0, e1), "event time");
     a.cuEventDestroy(e0), a.cuEventDestroy(e1);
@@ -227,9 +228,9 @@ class CudaExecutable : public CudaExecutableApi {
   // parameters and optimizer state stay on the GPU (feedback inside the CUDA graph), a step writes
   // only its data and scalars (one async H2D copy each; a small input whose bytes did not change is
   // not copied again) and reads back only what the caller asks for.
-  void resident_feedback(const std::vector<std::pair<int, int>>& out_to_in) override { set_feedback(out_to_in); }
   void resident_upload(const std::vector<Tensor>& inputs) override {
-    upload_inputs(inputs);
+    upload(inputs);
+    check(api().cuStreamSynchronize(stream_), "upload");
     last_small_.clear();
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].nbytes() <= kSmallWrite)
@@ -263,7 +264,7 @@ class CudaExecutable : public CudaExecutableApi {
     check(a.cuEventRecord(ev->second, stream_), "event");
   }
   // Queues n runs and returns at once (no host synchronization; 0 is returned: time with
-  // run_resident, which synchronizes).
+  // resident_time, which synchronizes).
   double resident_run(int n) override {
     for (int i = 0; i < n; ++i) launch_schedule();
     return 0.0;
@@ -278,10 +279,7 @@ class CudaExecutable : public CudaExecutableApi {
   }
   Tensor read_buffer(int b) { return read_buffers({b})[0]; }
 
-  std::vector<Tensor> read_outputs() override { return download(); }
-
-  std::vector<Tensor> read_inputs() override { return read_buffers(p_.inputs); }
-
+  // "N steps (G cuBLASLt GEMMs, L NVRTC kernel launches, ...), CUDA graph captured, arena X KiB".
   std::string summary() const override {
     int gemms = 0, launches = 0, copies = 0, compiled = compiled_, disk_hits = disk_hits_;
     for (auto& s : steps_) (s.kind == Step::Gemm ? gemms : s.kind == Step::Launch ? launches : copies)++;
@@ -512,7 +510,7 @@ class CudaExecutable : public CudaExecutableApi {
     KernelSource ks;
     if (!render_library(k, in, out, &ks, api().sm_count))
       fail("[cuda] no cuda kernel for ", label, " (", dtype_name(in.empty() ? out[0].dtype : in[0].dtype),
-           "); the capability set in src/dispatch/devices.cpp should not have claimed it");
+           "); the capability set in src/backends/cuda/backend.cpp should not have claimed it");
     add_launch(ks, args, label);
   }
 
@@ -784,8 +782,6 @@ std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProg
   return r;
 }
 
-void register_cuda_backend() {
-  register_backend("cuda", [](const LirProgram& p) { return std::make_unique<CudaExecutable>(p); }, cuda_schedule);
-}
+std::unique_ptr<Executable> make_cuda_executable(const LirProgram& p) { return std::make_unique<CudaExecutable>(p); }
 
 }  // namespace rlx::cuda

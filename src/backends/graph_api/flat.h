@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/device.h"
 #include "rlx/lir.h"
 
 namespace rlx::graph_api {
@@ -43,5 +44,8 @@ std::vector<int64_t> broadcast_dims(size_t in_rank, size_t out_rank);
 
 // The reduce axes of a reduce_* node, normalized and sorted.
 std::vector<int64_t> reduce_axes(const FlatNode& n, int64_t rank);
+
+// The capability set of tpu (pjrt: the StableHLO set) or mlx (caps.cpp).
+CapabilitySet caps(bool pjrt);
 
 }  // namespace rlx::graph_api

@@ -144,15 +144,17 @@ int mlx_probe(std::string* why) {
   }
 }
 
-void register_mlx_backend() {
-  register_backend("mlx", [](const LirProgram& p) { return std::make_unique<mlx_backend::MlxExecutable>(p); });
+std::unique_ptr<Executable> make_mlx_executable(const LirProgram& p) {
+  return std::make_unique<mlx_backend::MlxExecutable>(p);
 }
 #else
 int mlx_probe(std::string* why) {
   *why = "compiled out: MLX was not found at configure time (pip mlx-cpu; find_package(MLX CONFIG))";
   return 1;
 }
-void register_mlx_backend() {}
+std::unique_ptr<Executable> make_mlx_executable(const LirProgram&) {
+  fail("[mlx] compiled out: MLX was not found at configure time");
+}
 #endif
 
 }  // namespace rlx

@@ -179,18 +179,21 @@ std::string probe(bool* ok) {
 }
 }  // namespace oneapi
 
-void register_oneapi_backend() {
-  register_backend("oneapi", [](const LirProgram& p) { return std::make_unique<oneapi::OneapiExecutable>(p); },
-                   oneapi::oneapi_schedule);
-}
+namespace oneapi {
+std::unique_ptr<Executable> make_executable(const LirProgram& p) { return std::make_unique<OneapiExecutable>(p); }
+LirSchedule schedule() { return oneapi_schedule(); }
+}  // namespace oneapi
 #else
 namespace oneapi {
 std::string probe(bool* ok) {
   *ok = false;
   return "compiled out: oneDNN (Debian libdnnl-dev) was not found when RLX was built";
 }
+std::unique_ptr<Executable> make_executable(const LirProgram&) {
+  fail("[oneapi] compiled out: oneDNN (Debian libdnnl-dev) was not found when RLX was built");
+}
+LirSchedule schedule() { return {}; }
 }  // namespace oneapi
-void register_oneapi_backend() {}
 #endif
 
 }  // namespace rlx

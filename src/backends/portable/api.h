@@ -112,5 +112,4 @@ DeviceInfo portable_gpu_device_info(const std::string& name, bool probing = true
 // The dtypes the API has kernels for but a driver may lack, so the probed set may drop
 // them: {f64} for "gpu" (OpenCL C's double needs cl_khr_fp64), none for the GLSL devices.
 DTypeSet portable_gpu_driver_dtypes(const std::string& name);
-void register_portable_gpu_backends();
 }  // namespace rlx

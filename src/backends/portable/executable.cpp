@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/portable/api.h"
+#include "backends/portable/backend.h"
 #include "backends/webgpu/page.h"
 #include "runtime/disk_cache.h"  // write_file_atomic
 #include "runtime/backend.h"
@@ -207,16 +208,11 @@ Api* api_for(const std::string& device, std::string* why) {
 
 namespace rlx {
 
-void register_portable_gpu_backends() {
-  for (const char* d : {"vulkan", "opengl", "gpu", "webgpu", "directx", "metal"}) {
-    std::string dev = d;
-    register_backend(dev, [dev](const LirProgram& p) -> std::unique_ptr<Executable> {
-      std::string why;
-      gpu::Api* api = gpu::api_for(dev, &why);
-      if (!api) fail("[", dev, "] cannot execute here: ", why);
-      return std::make_unique<gpu::GpuExecutable>(*api, p);
-    });
-  }
+std::unique_ptr<Executable> gpu::PortableBackend::compile(const LirProgram& p) const {
+  std::string why;
+  gpu::Api* api = gpu::api_for(name_, &why);
+  if (!api) fail("[", name_, "] cannot execute here: ", why);
+  return std::make_unique<gpu::GpuExecutable>(*api, p);
 }
 
 }  // namespace rlx

@@ -188,14 +188,12 @@ int hip_runtime_probe(std::string* why) {
 
 namespace rlx {
 
-void register_rocm_backend() {
-  register_backend("rocm", [](const LirProgram& p) -> std::unique_ptr<Executable> {
-    std::string why;
-    int st = 1;
-    rocm::Hip* h = rocm::hip(&why, &st);
-    if (!h) fail("[rocm] cannot execute here: ", why);
-    return std::make_unique<rocm::HipExecutable>(*h, p);
-  });
+std::unique_ptr<Executable> make_rocm_executable(const LirProgram& p) {
+  std::string why;
+  int st = 1;
+  rocm::Hip* h = rocm::hip(&why, &st);
+  if (!h) fail("[rocm] cannot execute here: ", why);
+  return std::make_unique<rocm::HipExecutable>(*h, p);
 }
 
 }  // namespace rlx

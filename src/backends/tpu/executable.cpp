@@ -183,12 +183,14 @@ class PjrtExecutable : public Executable {
 }  // namespace
 }  // namespace pjrt
 
-void register_tpu_backend() {
-  register_backend("tpu", [](const LirProgram& p) { return std::make_unique<pjrt::PjrtExecutable>(p); });
+std::unique_ptr<Executable> make_tpu_executable(const LirProgram& p) {
+  return std::make_unique<pjrt::PjrtExecutable>(p);
 }
 #else
 namespace rlx {
-void register_tpu_backend() {}
+std::unique_ptr<Executable> make_tpu_executable(const LirProgram&) {
+  fail("[tpu] compiled out: the PJRT C API header was not found when RLX was built");
+}
 #endif
 
 }  // namespace rlx

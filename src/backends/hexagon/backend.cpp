@@ -1,4 +1,4 @@
-// The hexagon device entry and backend registration. The capability set is what the Hexagon
+// The hexagon backend: its device entry and registration. The capability set is what the Hexagon
 // renderer has kernels for (f16/bf16 are stored, computed in f32 after legalization); the device
 // is available wherever the toolchain is (clang's Hexagon target, ld.lld, qemu-hexagon), and its
 // status says that it runs emulated.
@@ -22,13 +22,21 @@ DeviceInfo hexagon_device_info(bool probing) {
                     "emulated, not hardware: " + api->device() + "; timings are emulator wall time", caps};
 }
 
-void register_hexagon_backend() {
-  register_backend("hexagon", [](const LirProgram& p) -> std::unique_ptr<Executable> {
+namespace {
+class HexagonBackend : public Backend {
+ public:
+  std::string name() const override { return "hexagon"; }
+  int rank() const override { return 8; }
+  DeviceInfo info(bool probing) const override { return hexagon_device_info(probing); }
+  std::unique_ptr<Executable> compile(const LirProgram& p) const override {
     std::string why;
     gpu::Api* api = hexagon::hexagon_api(&why);
     if (!api) fail("[hexagon] cannot execute here: ", why);
     return gpu::make_portable_executable(*api, p);
-  });
-}
+  }
+};
+}  // namespace
 
 }  // namespace rlx
+
+RLX_REGISTER_BACKEND(hexagon, rlx::HexagonBackend)
