@@ -93,6 +93,7 @@ namespace oneapi {
 std::string probe(bool* ok);  // src/backends/oneapi/executable.cpp
 }
 DeviceInfo hexagon_device_info(bool probing);  // src/backends/hexagon/device.cpp
+DeviceInfo cortexm_device_info(bool probing);  // src/backends/cortexm/device.cpp
 DeviceInfo rocm_device_info(bool probing, CapabilitySet caps);  // src/backends/rocm/device.cpp
 namespace cpu {
 std::string jit_probe();    // src/backends/cpu/jit.cpp
@@ -231,21 +232,9 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   // executor and derive their sets from their renderers the same way.
   for (const char* pg : {"gpu", "vulkan", "opengl", "webgpu", "directx"})
     if (want(pg)) v.push_back(portable_gpu_device_info(pg, probing));
-  if (want("cortexm")) {
-    DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CompiledOut,
-                 "specialty code-generation target; code generator not built yet", CapabilitySet{}};
-    const DTypeSet q = DTypeSet::of({D::i8, D::i32, D::f32});
-    for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Convert,
-                   OpKind::DotGeneral, OpKind::Conv, OpKind::Reshape, OpKind::Transpose, OpKind::ReduceWindow,
-                   OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ArgMax, OpKind::Exp, OpKind::Div, OpKind::BroadcastInDim,
-                   OpKind::Select, OpKind::Gt, OpKind::Ge, OpKind::Lt, OpKind::Le, OpKind::Eq, OpKind::Iota, OpKind::Pad,
-                   OpKind::Slice, OpKind::Concatenate, OpKind::Gather, OpKind::Neg, OpKind::Rsqrt, OpKind::Tanh,
-                   OpKind::Logistic, OpKind::Erf})
-      m.caps.add(k, q);
-    m.caps.storage = q | DTypeSet::of({D::boolean});
-    m.caps.ops[OpKind::Select] = DTypeSet::of({D::boolean});
-    v.push_back(m);
-  }
+  // cortexm (src/backends/cortexm): probed toolchain (arm-none-eabi-gcc, qemu-system-arm); the ops
+  // the generated firmware has C kernels for (src/codegen/cortexm).
+  if (want("cortexm")) v.push_back(cortexm_device_info(probing));
   if (want("fpga")) {
     DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};

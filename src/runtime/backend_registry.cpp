@@ -17,6 +17,7 @@ void register_mlx_backend();  // src/backends/mlx (no-op when MLX is compiled ou
 void register_oneapi_backend();         // src/backends/oneapi (a no-op when built without oneDNN)
 void register_hexagon_backend();        // src/backends/hexagon
 void register_rocm_backend();           // src/backends/rocm
+void register_cortexm_backend();        // src/backends/cortexm
 
 namespace {
 struct Registered {
@@ -39,6 +40,7 @@ std::map<std::string, Registered>& builtins() {
     register_oneapi_backend();
     register_hexagon_backend();        // registered always; device_info probes the toolchain
     register_rocm_backend();           // registered always; device_info probes libamdhip64 + a GPU
+    register_cortexm_backend();        // registered always; device_info probes arm-none-eabi-gcc + qemu
   });
   return registry();
 }
