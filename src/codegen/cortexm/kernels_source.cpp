@@ -107,6 +107,35 @@ static inline int32_t rlx_dot_s8(const int8_t* x, const int8_t* w, int k, uint8_
   return acc;
 }
 
+#if defined(RLX_DOT_SMLAD)
+static inline uint32_t rlx_ror8(uint32_t v) { return (v >> 8) | (v << 24); }
+/* Two weight rows against one activation row: each x word is loaded, flipped and unpacked once. */
+static inline void rlx_dot2_s8(const int8_t* x, const int8_t* w0, const int8_t* w1, int k, uint8_t flip, int32_t* a0,
+                               int32_t* a1) {
+  uint32_t s0 = 0, s1 = 0, f4 = flip * 0x01010101u;
+  int i = 0;
+  for (; i + 4 <= k; i += 4) {
+    uint32_t xv, u, v;
+    memcpy(&xv, x + i, 4);
+    memcpy(&u, w0 + i, 4);
+    memcpy(&v, w1 + i, 4);
+    xv ^= f4;
+    uint32_t xl = __sxtb16(xv), xh = __sxtb16(rlx_ror8(xv));
+    s0 = __smlad(xl, __sxtb16(u), s0);
+    s0 = __smlad(xh, __sxtb16(rlx_ror8(u)), s0);
+    s1 = __smlad(xl, __sxtb16(v), s1);
+    s1 = __smlad(xh, __sxtb16(rlx_ror8(v)), s1);
+  }
+  for (; i < k; ++i) {
+    int32_t xi = (int8_t)((uint8_t)x[i] ^ flip);
+    s0 += (uint32_t)(xi * w0[i]);
+    s1 += (uint32_t)(xi * w1[i]);
+  }
+  *a0 = (int32_t)s0;
+  *a1 = (int32_t)s1;
+}
+#endif
+
 /* qlinear: acc = sum_k (x - xzp)(w - wzp[n]) + bias[n] (i32, wrapping), then requantize to i8/u8
    (out_kind 0/1) or f32(acc) * scale[n] (out_kind 2); relu clamps at the output's zero. */
 typedef struct {
@@ -133,10 +162,20 @@ static void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
     const int8_t* x = (const int8_t*)xv + (size_t)r * K;
     uint32_t xsum = 0;
     for (int32_t i = 0; i < K; ++i) xsum += (uint32_t)(int32_t)(int8_t)((uint8_t)x[i] ^ flip);
+    int32_t next = 0; /* SMLAD: the second row's dot of a pair, used on the next j */
+    (void)next;
     for (int32_t j = 0; j < N; ++j) {
+      int32_t dot;
+#if defined(RLX_DOT_SMLAD)
+      if ((j & 1) == 0 && j + 1 < N) rlx_dot2_s8(x, p->w + (size_t)j * K, p->w + (size_t)(j + 1) * K, K, flip, &dot, &next);
+      else if (j & 1) dot = next;
+      else dot = rlx_dot_s8(x, p->w + (size_t)j * K, K, flip);
+#else
+      dot = rlx_dot_s8(x, p->w + (size_t)j * K, K, flip);
+#endif
       /* sum (x' - zx)(w - wz) = dot - zx*wsum - wz*xsum + K*zx*wz, all mod 2^32 like an i32 accumulator */
       uint32_t wz = (uint32_t)p->wzp[j];
-      uint32_t acc = (uint32_t)rlx_dot_s8(x, p->w + (size_t)j * K, K, flip);
+      uint32_t acc = (uint32_t)dot;
       acc += -(uint32_t)zx * (uint32_t)p->wsum[j] - wz * xsum + (uint32_t)K * (uint32_t)zx * wz;
       if (p->bias) acc += (uint32_t)p->bias[j];
       int32_t a = (int32_t)acc;
