@@ -107,6 +107,12 @@ train-demo: build
 bench-mnist-train: build
 	$(PY) bench/mnist_train.py --rlx $(BUILD)/bin/rlx
 
+# Cortex-M firmware (not part of `make test`): the int8 MNIST MLP on all 10,000 test images in
+# qemu-system-arm (M4 and M55) vs the host int8 run -> bench/results/cortexm_mnist.json.
+.PHONY: bench-cortexm
+bench-cortexm: build
+	$(PY) bench/cortexm_mnist.py --rlx $(BUILD)/bin/rlx
+
 # Gaussian splatting (not part of `make test`): a larger synthetic scene (2000 Gaussians, SH degree 3,
 # 24 views of 256x256) re-fit from random Gaussians through the CLI; and the cpu benchmark.
 .PHONY: splat-demo bench-splat

@@ -33,6 +33,8 @@ APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libcla
 APT_PKGS+=(qemu-user lld)
 # rocm: hipcc (clang 15 + ROCm device libs) builds the HIP kernels offline; libamdhip64 is the runtime probed
 APT_PKGS+=(hipcc libamdhip64-dev)
+# cortexm: arm-none-eabi-gcc + newlib (rdimon semihosting) build the firmware; qemu-system-arm runs it
+APT_PKGS+=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -54,7 +54,7 @@ std::vector<Command> make_table() {
       {"compile",
        "legalize and lower a model for a device; --report prints the dispatch table (native / "
        "common-IR / rewritten per op and dtype), --dump a level",
-       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...]",
+       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...] [--out DIR]",
        {{"MODEL", kModel}},
        with({device_flag("the device to compile for"),
              flag("report", "print the dispatch table: per op and dtype, the path, node count and reason"),
@@ -68,7 +68,11 @@ std::vector<Command> make_table() {
              integer("tp", "N", "shard for N tensor-parallel ranks first (shard-tensor-parallel; prints every "
                      "inserted collective with its byte count)", "1", at_least(1)),
              text("tp-preset", "P", "the Linear roles: mlp, bert, or a pattern of C, R, - (docs/distributed.md)", "mlp"),
-             integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0))},
+             integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0)),
+             path("out", "DIR", "write the device's project into DIR (cortexm: the firmware's C project, "
+                  "docs/devices/cortexm.md)"),
+             choice("board", "the cortexm board: m4 (Cortex-M4, mps2-an386) or m55 (Cortex-M55 + MVE, mps3-an547)",
+                    "m4", {"m4", "m55"})},
             dispatch_flags()),
        "env: RLX_DISPATCH_REPORT=1 prints the dispatch table too.",
        "docs/onnx.md",

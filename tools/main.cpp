@@ -13,9 +13,11 @@
 
 #include "commands.h"
 #include "dist/communicator.h"
+#include "codegen/cortexm/cortexm.h"
 #include "passes/shard.h"
 #include "rlx/safetensors.h"
 #include "rlx/device.h"
+#include "rlx/lir.h"
 #include "rlx/npy.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
@@ -155,6 +157,17 @@ int cmd_compile(const Args& a) {
   if (report) std::cout << r.table();
   if (a.has("dump")) std::cout << m.dump(a.get("dump"), b);
   if (a.has("dump-after")) std::cout << m.dump_after(a.get("dump-after"), b);
+  if (a.has("out")) {  // a device that is a code generator writes its project
+    if (m.options().device != "cortexm")
+      usage_fail("compile --out: device '", m.options().device, "' writes no project (cortexm does)");
+    cortexm::Board board = cortexm::Board::M4;
+    cortexm::parse_board(a.get("board"), &board);
+    cortexm::Project proj = cortexm::generate_project(m.lir(b), board);
+    cortexm::write_project(proj, a.get("out"));
+    std::cout << "wrote " << a.get("out") << " (" << cortexm::board_info(board).core << ", QEMU "
+              << cortexm::board_info(board).machine << "): " << proj.summary() << "\n";
+    return 0;
+  }
   if (!report && !a.has("dump") && !a.has("dump-after"))
     std::cout << "compiled " << a.positional[0] << " for " << m.options().device << " (use --report or --dump)\n";
   return 0;

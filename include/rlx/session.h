@@ -13,6 +13,8 @@
 
 namespace rlx {
 
+struct LirProgram;  // rlx/lir.h
+
 class Executable;  // src/runtime/backend.h
 
 struct CompileOptions {
@@ -50,6 +52,10 @@ class CompiledModel {
   // "hir", "mir" or "lir".
   // "lir" is the final schedule: after the device's LIR passes and the memory plan.
   std::string dump(const std::string& level, const Bindings& b = {});
+  // The final schedule of the specialization for b (after the device's LIR passes and the memory
+  // plan), for code generators that write a project instead of running it (rlx compile --out).
+  // Throws when --fallback cut the graph into segments.
+  const LirProgram& lir(const Bindings& b = {});
   // The LIR right after one of the device's passes ("lower": before any), arena planned for it.
   std::string dump_after(const std::string& pass, const Bindings& b = {});
   const DispatchReport& report(const Bindings& b = {});

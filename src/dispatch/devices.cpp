@@ -50,21 +50,6 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     add_ops(ane.caps, nn_ops, f16x);
     v.push_back(ane);
   }
-  if (want("cortexm")) {
-    DeviceInfo m{"cortexm", "INT8 C kernels + firmware for Cortex-M (qemu-system-arm)", DeviceStatus::CompiledOut,
-                 "specialty code-generation target; code generator not built yet", CapabilitySet{}};
-    const DTypeSet q = DTypeSet::of({D::i8, D::i32, D::f32});
-    for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Convert,
-                   OpKind::DotGeneral, OpKind::Conv, OpKind::Reshape, OpKind::Transpose, OpKind::ReduceWindow,
-                   OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ArgMax, OpKind::Exp, OpKind::Div, OpKind::BroadcastInDim,
-                   OpKind::Select, OpKind::Gt, OpKind::Ge, OpKind::Lt, OpKind::Le, OpKind::Eq, OpKind::Iota, OpKind::Pad,
-                   OpKind::Slice, OpKind::Concatenate, OpKind::Gather, OpKind::Neg, OpKind::Rsqrt, OpKind::Tanh,
-                   OpKind::Logistic, OpKind::Erf})
-      m.caps.add(k, q);
-    m.caps.storage = q | DTypeSet::of({D::boolean});
-    m.caps.ops[OpKind::Select] = DTypeSet::of({D::boolean});
-    v.push_back(m);
-  }
   if (want("fpga")) {
     DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CompiledOut,
                  "specialty code-generation target; code generator not built yet", CapabilitySet{}};
@@ -115,7 +100,6 @@ DeviceInfo build_one(const std::string& name, bool probing) {
 // Ranks in `rlx devices` between the backends' (src/backends/*/backend.cpp).
 void register_codegen_only_targets() {
   register_device(std::make_unique<CodegenTarget>("ane", 3));
-  register_device(std::make_unique<CodegenTarget>("cortexm", 14));
   register_device(std::make_unique<CodegenTarget>("fpga", 15));
 }
 

@@ -205,6 +205,12 @@ std::string CompiledModel::dump(const std::string& level, const Bindings& b) {
   fail("[compile] unknown dump level '", level, "' (hir|mir|lir)");
 }
 
+const LirProgram& CompiledModel::lir(const Bindings& b) {
+  auto& e = impl_->get(impl_->default_bindings(b));
+  RLX_CHECK(e.segs.empty(), "[compile] the program was cut into ", e.segs.size(), " segments (--fallback): no single schedule");
+  return e.lir;
+}
+
 std::string CompiledModel::dump_after(const std::string& pass, const Bindings& b) {
   if (find_graph_pass(pass)) {  // a graph pass: the specialized graph right after it
     Graph h = specialize_shapes(impl_->g, impl_->default_bindings(b));

@@ -1,0 +1,199 @@
+// The C kernel library every generated Cortex-M project carries (rlx_kernels.h): the int8 fully
+// connected kernel with RLX's requantize rule (src/quant/fixed_point.h, the same integer steps
+// line for line), affine quantize/dequantize, and the f32 helpers whose rounding matches the host
+// (round half to even, max/min with signed zeros as the reference interpreter orders them).
+// The dot product has three bodies chosen by the compiler's feature macros: MVE (Helium, M55),
+// the DSP extension's SMLAD (M4), and plain C (any other core, or the host build).
+#include "codegen/cortexm/cortexm.h"
+
+namespace rlx::cortexm {
+
+const char* kernels_header() {
+  return R"C(/* rlx_kernels.h: int8 kernels of an RLX-generated Cortex-M project (plain C99). */
+#ifndef RLX_KERNELS_H
+#define RLX_KERNELS_H
+#include <stdint.h>
+#include <string.h>
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#include <arm_mve.h>
+#define RLX_DOT_MVE 1
+#elif defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+#include <arm_acle.h>
+#define RLX_DOT_SMLAD 1
+#endif
+
+/* round(p / 2^s), 1 <= s <= 62, by the exact remainder (fixed_point.h rounding_shift). */
+static inline int64_t rlx_rounding_shift(int64_t p, int s, int half_away) {
+  int64_t q = p >> s;
+  int64_t r = p - (int64_t)((uint64_t)q << s);
+  int64_t half = (int64_t)1 << (s - 1);
+  int up;
+  if (r != half) up = r > half;
+  else if (!half_away) up = (q & 1) != 0;
+  else up = p >= 0;
+  return q + (up ? 1 : 0);
+}
+
+/* saturate(round(acc * m / 2^(31 + shift)) + zp) to [lo, hi] (fixed_point.h requantize). */
+static inline int32_t rlx_requantize(int32_t acc, int32_t m, int32_t shift, int32_t zp, int32_t lo, int32_t hi,
+                                     int half_away) {
+  int64_t v = rlx_rounding_shift((int64_t)acc * m, 31 + shift, half_away) + zp;
+  return (int32_t)(v < lo ? lo : (v > hi ? hi : v));
+}
+
+/* Round half to even in f32 (nearbyintf in the default rounding mode) without libm. */
+static inline float rlx_rint(float v) {
+  float a = v < 0 ? -v : v;
+  if (!(a < 8388608.0f)) return v; /* >= 2^23: already an integer (or inf/nan) */
+  float r = (a + 8388608.0f) - 8388608.0f; /* the f32 add rounds half to even (no -ffast-math) */
+  return v < 0 ? -r : r;
+}
+
+/* ONNX QuantizeLinear of one element: f32 quotient, half-even, + zp, saturate (fixed_point.h quantize). */
+static inline int32_t rlx_quantize(float x, float scale, int32_t zp, int32_t lo, int32_t hi) {
+  float v = x / scale;
+  if (v != v) return zp < lo ? lo : (zp > hi ? hi : zp);
+  float r = rlx_rint(v);
+  if (r < (float)(lo - zp)) return lo;
+  if (r > (float)(hi - zp)) return hi;
+  return (int32_t)r + zp;
+}
+
+static inline int rlx_signbit(float a) {
+  uint32_t u;
+  memcpy(&u, &a, 4);
+  return (int)(u >> 31);
+}
+static inline float rlx_maxf(float a, float b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return rlx_signbit(a) ? b : a; /* max(-0, +0) = +0 */
+  return a > b ? a : b;
+}
+static inline float rlx_minf(float a, float b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return rlx_signbit(a) ? a : b; /* min(-0, +0) = -0 */
+  return a < b ? a : b;
+}
+
+/* sum_k x'[k] * w[k] over int8, x' = x ^ flip (flip 0x80 turns u8 activations into s8). */
+static inline int32_t rlx_dot_s8(const int8_t* x, const int8_t* w, int k, uint8_t flip) {
+  int32_t acc = 0;
+  int i = 0;
+#if defined(RLX_DOT_MVE)
+  uint8x16_t f = vdupq_n_u8(flip);
+  for (; i + 16 <= k; i += 16) {
+    int8x16_t xv = vreinterpretq_s8_u8(veorq_u8(vld1q_u8((const uint8_t*)x + i), f));
+    acc = vmladavaq_s8(acc, xv, vld1q_s8(w + i));
+  }
+  if (i < k) {
+    mve_pred16_t p = vctp8q((uint32_t)(k - i));
+    int8x16_t xv = vreinterpretq_s8_u8(veorq_u8(vld1q_z_u8((const uint8_t*)x + i, p), f));
+    acc = vmladavaq_p_s8(acc, xv, vld1q_z_s8(w + i, p), p);
+    i = k;
+  }
+#elif defined(RLX_DOT_SMLAD)
+  uint32_t f4 = flip * 0x01010101u;
+  for (; i + 4 <= k; i += 4) {
+    uint32_t xv, wv;
+    memcpy(&xv, x + i, 4);
+    memcpy(&wv, w + i, 4);
+    xv ^= f4;
+    /* bytes 0,2 and 1,3 sign-extended to int16 pairs; SMLAD adds both products */
+    acc = (int32_t)__smlad(__sxtb16(xv), __sxtb16(wv), (uint32_t)acc);
+    acc = (int32_t)__smlad(__sxtb16((xv >> 8) | (xv << 24)), __sxtb16((wv >> 8) | (wv << 24)), (uint32_t)acc);
+  }
+#endif
+  for (; i < k; ++i) acc += (int32_t)(int8_t)((uint8_t)x[i] ^ flip) * w[i];
+  return acc;
+}
+
+#if defined(RLX_DOT_SMLAD)
+static inline uint32_t rlx_ror8(uint32_t v) { return (v >> 8) | (v << 24); }
+/* Two weight rows against one activation row: each x word is loaded, flipped and unpacked once. */
+static inline void rlx_dot2_s8(const int8_t* x, const int8_t* w0, const int8_t* w1, int k, uint8_t flip, int32_t* a0,
+                               int32_t* a1) {
+  uint32_t s0 = 0, s1 = 0, f4 = flip * 0x01010101u;
+  int i = 0;
+  for (; i + 4 <= k; i += 4) {
+    uint32_t xv, u, v;
+    memcpy(&xv, x + i, 4);
+    memcpy(&u, w0 + i, 4);
+    memcpy(&v, w1 + i, 4);
+    xv ^= f4;
+    uint32_t xl = __sxtb16(xv), xh = __sxtb16(rlx_ror8(xv));
+    s0 = __smlad(xl, __sxtb16(u), s0);
+    s0 = __smlad(xh, __sxtb16(rlx_ror8(u)), s0);
+    s1 = __smlad(xl, __sxtb16(v), s1);
+    s1 = __smlad(xh, __sxtb16(rlx_ror8(v)), s1);
+  }
+  for (; i < k; ++i) {
+    int32_t xi = (int8_t)((uint8_t)x[i] ^ flip);
+    s0 += (uint32_t)(xi * w0[i]);
+    s1 += (uint32_t)(xi * w1[i]);
+  }
+  *a0 = (int32_t)s0;
+  *a1 = (int32_t)s1;
+}
+#endif
+
+/* qlinear: acc = sum_k (x - xzp)(w - wzp[n]) + bias[n] (i32, wrapping), then requantize to i8/u8
+   (out_kind 0/1) or f32(acc) * scale[n] (out_kind 2); relu clamps at the output's zero. */
+typedef struct {
+  int32_t m, k, n;
+  int32_t x_unsigned, xzp;
+  const int8_t* w;        /* [n][k] */
+  const int32_t* wsum;    /* [n]: sum_k w */
+  const int32_t* wzp;     /* [n] */
+  const int32_t* bias;    /* [n] or NULL */
+  int32_t out_kind, relu, half_away;
+  const int32_t* mul;     /* [n] (out_kind 0/1) */
+  const int32_t* shift;   /* [n] */
+  int32_t zp;
+  const float* scale;     /* [n] (out_kind 2) */
+} rlx_qlinear_params;
+
+static void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
+  const int32_t K = p->k, N = p->n;
+  const uint8_t flip = p->x_unsigned ? 0x80 : 0;
+  const int32_t zx = p->xzp - (p->x_unsigned ? 128 : 0); /* zero point of x' = x ^ flip */
+  int32_t lo = p->out_kind == 1 ? 0 : -128, hi = p->out_kind == 1 ? 255 : 127;
+  if (p->relu && p->zp > lo) lo = p->zp;
+  for (int32_t r = 0; r < p->m; ++r) {
+    const int8_t* x = (const int8_t*)xv + (size_t)r * K;
+    uint32_t xsum = 0;
+    for (int32_t i = 0; i < K; ++i) xsum += (uint32_t)(int32_t)(int8_t)((uint8_t)x[i] ^ flip);
+    int32_t next = 0; /* SMLAD: the second row's dot of a pair, used on the next j */
+    (void)next;
+    for (int32_t j = 0; j < N; ++j) {
+      int32_t dot;
+#if defined(RLX_DOT_SMLAD)
+      if ((j & 1) == 0 && j + 1 < N) rlx_dot2_s8(x, p->w + (size_t)j * K, p->w + (size_t)(j + 1) * K, K, flip, &dot, &next);
+      else if (j & 1) dot = next;
+      else dot = rlx_dot_s8(x, p->w + (size_t)j * K, K, flip);
+#else
+      dot = rlx_dot_s8(x, p->w + (size_t)j * K, K, flip);
+#endif
+      /* sum (x' - zx)(w - wz) = dot - zx*wsum - wz*xsum + K*zx*wz, all mod 2^32 like an i32 accumulator */
+      uint32_t wz = (uint32_t)p->wzp[j];
+      uint32_t acc = (uint32_t)dot;
+      acc += -(uint32_t)zx * (uint32_t)p->wsum[j] - wz * xsum + (uint32_t)K * (uint32_t)zx * wz;
+      if (p->bias) acc += (uint32_t)p->bias[j];
+      int32_t a = (int32_t)acc;
+      size_t o = (size_t)r * N + j;
+      if (p->out_kind == 2) {
+        float y = (float)a * p->scale[j];
+        ((float*)yv)[o] = p->relu && y < 0 ? 0.0f : y;
+      } else {
+        int32_t y = rlx_requantize(a, p->mul[j], p->shift[j], p->zp, lo, hi, p->half_away);
+        if (p->out_kind == 1) ((uint8_t*)yv)[o] = (uint8_t)y;
+        else ((int8_t*)yv)[o] = (int8_t)y;
+      }
+    }
+  }
+}
+
+#endif
+)C";
+}
+
+}  // namespace rlx::cortexm
