@@ -33,6 +33,7 @@ APT_PKGS+=(flatbuffers-compiler libflatbuffers-dev libonnx-testdata clang libcla
 APT_PKGS+=(qemu-user lld)
 # rocm: hipcc (clang 15 + ROCm device libs) builds the HIP kernels offline; libamdhip64 is the runtime probed
 APT_PKGS+=(hipcc libamdhip64-dev)
+APT_PKGS+=(verilator iverilog yosys)  # the fpga device: Verilator simulates the generated SystemVerilog, Yosys sizes it (src/codegen/fpga)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

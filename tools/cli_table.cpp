@@ -54,7 +54,8 @@ std::vector<Command> make_table() {
       {"compile",
        "legalize and lower a model for a device; --report prints the dispatch table (native / "
        "common-IR / rewritten per op and dtype), --dump a level",
-       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...]",
+       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...] "
+       "[--device fpga --out DIR [--parallel P]]",
        {{"MODEL", kModel}},
        with({device_flag("the device to compile for"),
              flag("report", "print the dispatch table: per op and dtype, the path, node count and reason"),
@@ -68,7 +69,10 @@ std::vector<Command> make_table() {
              integer("tp", "N", "shard for N tensor-parallel ranks first (shard-tensor-parallel; prints every "
                      "inserted collective with its byte count)", "1", at_least(1)),
              text("tp-preset", "P", "the Linear roles: mlp, bert, or a pattern of C, R, - (docs/distributed.md)", "mlp"),
-             integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0))},
+             integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0)),
+             path("out", "DIR", "fpga: write the SystemVerilog, ROM images, Verilator testbench and Makefile here"),
+             integer("parallel", "P", "fpga: output neurons computed per cycle in each layer (docs/devices/fpga.md)", "1",
+                     at_least(1))},
             dispatch_flags()),
        "env: RLX_DISPATCH_REPORT=1 prints the dispatch table too.",
        "docs/onnx.md",
@@ -82,7 +86,9 @@ std::vector<Command> make_table() {
              path("output", "FILE", "write the outputs: .npy (one output) or .npz (any number)")
                  .out({".npy", ".npz"}),
              device_flag("the device to run on"),
-             flag("report", "print the dispatch table (after the run, before the outputs)")},
+             flag("report", "print the dispatch table (after the run, before the outputs)"),
+             integer("parallel", "P", "fpga: output neurons per cycle in each layer of the simulated datapath", "1",
+                     at_least(1))},
             dispatch_flags()),
        "env: RLX_DISPATCH_REPORT=1 prints the dispatch table on stderr; RLX_PROFILE=1 kernel times.",
        "",
