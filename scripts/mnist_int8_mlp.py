@@ -6,7 +6,7 @@ The data is the 10k MNIST test set in IDX form (../shared/data/mnist beside the 
 RLX_MNIST_DIR): images 0..7999 train, 8000..9999 are held out, as src/data/idx.cpp splits them.
 Pixels are scaled to [0, 1] (f32 / 255). Training is seeded and runs in a few seconds.
 
-  python3 scripts/mnist_int8_mlp.py --out DIR [--hidden 64] [--rlx build/bin/rlx]
+  python3 scripts/mnist_int8_mlp.py --out DIR [--hidden 64] [--epochs 8] [--rlx build/bin/rlx]
 writes DIR/mlp_f32.onnx, DIR/calib.npz and DIR/mlp_int8.onnx (per-channel i8 weights, u8 activations).
 """
 import argparse
@@ -96,11 +96,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--rlx", default=os.path.join(HERE, "..", "build", "bin", "rlx"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     x, y = load_mnist()
-    params = train(x[:8000], y[:8000], a.hidden)
+    params = train(x[:8000], y[:8000], a.hidden, epochs=a.epochs)
     w1, b1, w2, b2 = params
     pred = (np.maximum(x[8000:] @ w1 + b1, 0) @ w2 + b2).argmax(1)
     print(f"float MLP 784-{a.hidden}-10: held-out accuracy {np.mean(pred == y[8000:]):.4f} (2000 images)")

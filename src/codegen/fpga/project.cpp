@@ -119,9 +119,9 @@ std::string makefile(const Model& m) {
     << "run: sim\n\t./obj_dir/Vrlx_fpga_top $(IN) $(OUT) $(ROWS) $(STALL) stats.json\n\n"
     << "lint:\n\t$(VERILATOR) --lint-only -Wall --top-module rlx_fpga_top $(SV)\n\n"
     << "# Resource reports (no place and route): Xilinx 7-series cells, iCE40 UltraPlus cells with SB_MAC16.\n"
-    << "synth-xilinx:\n\t$(YOSYS) -q -l synth_xilinx.log -p 'read_verilog -sv $(SV); synth_xilinx -top rlx_fpga_top; "
+    << "synth-xilinx:\n\t$(YOSYS) -q -l synth_xilinx.log -p 'read_verilog -defer -sv $(SV); synth_xilinx -top rlx_fpga_top; "
        "tee -q -o synth_xilinx.stat stat'\n\n"
-    << "synth-ice40:\n\t$(YOSYS) -q -l synth_ice40.log -p 'read_verilog -sv $(SV); synth_ice40 -dsp -top rlx_fpga_top; "
+    << "synth-ice40:\n\t$(YOSYS) -q -l synth_ice40.log -p 'read_verilog -defer -sv $(SV); synth_ice40 -dsp -top rlx_fpga_top; "
        "tee -q -o synth_ice40.stat stat'\n";
   return o.str();
 }
