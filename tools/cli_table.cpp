@@ -70,7 +70,8 @@ std::vector<Command> make_table() {
                      "inserted collective with its byte count)", "1", at_least(1)),
              text("tp-preset", "P", "the Linear roles: mlp, bert, or a pattern of C, R, - (docs/distributed.md)", "mlp"),
              integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0)),
-             path("out", "DIR", "fpga: write the SystemVerilog, ROM images, Verilator testbench and Makefile here"),
+             path("out", "DIR", "write the device's project into DIR (fpga: SystemVerilog, ROM images, Verilator "
+                  "testbench, Makefile; docs/devices/fpga.md)"),
              integer("parallel", "P", "fpga: output neurons computed per cycle in each layer (docs/devices/fpga.md)", "1",
                      at_least(1))},
             dispatch_flags()),
