@@ -110,7 +110,8 @@ Model plan_mlp(const Graph& in) {
     const Node* q = producer(g, a);
     RLX_CHECK(c && c->dtype() == DType::f32 && q && q->op == OpKind::QLinear && attr_dtype(*q, "dtype") == DType::f32 &&
                   c->numel() == g.type(a).shape.back().v,
-              "[fpga] ", where(*n), ": the output add is not a constant f32 bias after a float-output qlinear");
+              "[fpga] ", where(*n), ": the output add is not a constant f32 bias after a float-output qlinear (a float model? "
+              "quantize it first: rlx quantize MODEL.onnx --calib ... --out Q.onnx)");
     for (int64_t j = 0; j < c->numel(); ++j) m.post_bias.push_back(static_cast<float>(c->get(j)));
     n = q;
   } else if (n->op == OpKind::DequantizeAffine) {
