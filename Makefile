@@ -113,6 +113,12 @@ bench-mnist-train: build
 bench-cortexm: build
 	$(PY) bench/cortexm_mnist.py --rlx $(BUILD)/bin/rlx
 
+# fpga (not part of `make test`): all 10,000 MNIST test images through the Verilator-simulated int8
+# MLP at P = 1, 4, 16 vs the host int8 run, and Yosys resource reports (writes bench/results/fpga_mnist.json).
+.PHONY: bench-fpga
+bench-fpga: build
+	$(PY) bench/fpga_mnist.py --rlx $(BUILD)/bin/rlx
+
 # Gaussian splatting (not part of `make test`): a larger synthetic scene (2000 Gaussians, SH degree 3,
 # 24 views of 256x256) re-fit from random Gaussians through the CLI; and the cpu benchmark.
 .PHONY: splat-demo bench-splat
@@ -185,7 +191,7 @@ SAN_ENV ?= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_r
 # instrument) and the model runs on those devices (> 5 s each); then the ONNX node suite through the
 # sanitized importer (every case in a child: a sanitizer abort fails that case). DistMpi.*: several
 # processes under mpirun (Open MPI's own allocations are not ASan-clean).
-SAN_TEST_FILTER ?= -*ConformanceOnEveryClaimedCase:CpuConv.WinogradMatchesReference:GraphApi.MiniLMMatchesCpu:GraphApi.MnistMlpTrainingMatchesCpu:*OnWebGpuAndDirectX:DistMpi.*:OneApiModels.MiniLMMatchesCpu:*OnHexagon:Rocm.EveryClaimedCase*
+SAN_TEST_FILTER ?= -*ConformanceOnEveryClaimedCase:CpuConv.WinogradMatchesReference:GraphApi.MiniLMMatchesCpu:GraphApi.MnistMlpTrainingMatchesCpu:*OnWebGpuAndDirectX:DistMpi.*:OneApiModels.MiniLMMatchesCpu:*OnHexagon:Rocm.EveryClaimedCase*:FpgaSim.*
 .PHONY: san-build test-sanitize fuzz-build fuzz-smoke
 $(SAN_BUILD)/build.ninja:
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -35,6 +35,7 @@ APT_PKGS+=(qemu-user lld)
 APT_PKGS+=(hipcc libamdhip64-dev)
 # cortexm: arm-none-eabi-gcc + newlib (rdimon semihosting) build the firmware; qemu-system-arm runs it
 APT_PKGS+=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm)
+APT_PKGS+=(verilator iverilog yosys)  # the fpga device: Verilator simulates the generated SystemVerilog, Yosys sizes it (src/codegen/fpga)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

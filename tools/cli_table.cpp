@@ -54,7 +54,8 @@ std::vector<Command> make_table() {
       {"compile",
        "legalize and lower a model for a device; --report prints the dispatch table (native / "
        "common-IR / rewritten per op and dtype), --dump a level",
-       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...] [--out DIR]",
+       "rlx compile MODEL [--device D] [--report] [--dump=hir|mir|lir] [--dump-after=PASS] [--bind SYM=N,...] "
+       "[--out DIR [--board m4|m55] [--parallel P]]",
        {{"MODEL", kModel}},
        with({device_flag("the device to compile for"),
              flag("report", "print the dispatch table: per op and dtype, the path, node count and reason"),
@@ -70,9 +71,12 @@ std::vector<Command> make_table() {
              text("tp-preset", "P", "the Linear roles: mlp, bert, or a pattern of C, R, - (docs/distributed.md)", "mlp"),
              integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0)),
              path("out", "DIR", "write the device's project into DIR (cortexm: the firmware's C project, "
-                  "docs/devices/cortexm.md)"),
+                  "docs/devices/cortexm.md; fpga: SystemVerilog, ROM images, Verilator testbench, Makefile, "
+                  "docs/devices/fpga.md)"),
              choice("board", "the cortexm board: m4 (Cortex-M4, mps2-an386) or m55 (Cortex-M55 + MVE, mps3-an547)",
-                    "m4", {"m4", "m55"})},
+                    "m4", {"m4", "m55"}),
+             integer("parallel", "P", "fpga: output neurons computed per cycle in each layer (docs/devices/fpga.md)", "1",
+                     at_least(1))},
             dispatch_flags()),
        "env: RLX_DISPATCH_REPORT=1 prints the dispatch table too.",
        "docs/onnx.md",
@@ -86,7 +90,9 @@ std::vector<Command> make_table() {
              path("output", "FILE", "write the outputs: .npy (one output) or .npz (any number)")
                  .out({".npy", ".npz"}),
              device_flag("the device to run on"),
-             flag("report", "print the dispatch table (after the run, before the outputs)")},
+             flag("report", "print the dispatch table (after the run, before the outputs)"),
+             integer("parallel", "P", "fpga: output neurons per cycle in each layer of the simulated datapath", "1",
+                     at_least(1))},
             dispatch_flags()),
        "env: RLX_DISPATCH_REPORT=1 prints the dispatch table on stderr; RLX_PROFILE=1 kernel times.",
        "",

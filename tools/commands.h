@@ -51,4 +51,8 @@ int inspect_gguf(const std::string& path);
 int inspect_rten_file(const std::string& path);
 int inspect_safetensors(const std::string& path);  // tools/main.cpp
 
+// `rlx compile/run --device fpga` (tools/fpga_cmds.cpp): the SystemVerilog project and its Verilator run.
+int compile_fpga(const Graph& g, const Args& a);
+int run_fpga(const Graph& g, const std::map<std::string, Tensor>& inputs, const Args& a);
+
 }  // namespace rlx::cli

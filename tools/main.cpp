@@ -143,6 +143,7 @@ int cmd_compile(const Args& a) {
   model_format(a.positional[0], false);
   std::map<std::string, Tensor> inputs = read_inputs(a);
   Graph g = load_model_file(a.positional[0], a, inputs);  // --input arrays fix shapes at import
+  if (a.get("device") == "fpga") return compile_fpga(g, a);
   if (a.integer("tp") > 1) {  // one rank's part of a tensor-parallel program (docs/distributed.md)
     ShardReport rep;
     if (a.integer("tp-rank") >= a.integer("tp")) usage_fail("compile --tp-rank must be below --tp");
@@ -159,7 +160,7 @@ int cmd_compile(const Args& a) {
   if (a.has("dump-after")) std::cout << m.dump_after(a.get("dump-after"), b);
   if (a.has("out")) {  // a device that is a code generator writes its project
     if (m.options().device != "cortexm")
-      usage_fail("compile --out: device '", m.options().device, "' writes no project (cortexm does)");
+      usage_fail("compile --out: device '", m.options().device, "' writes no project (cortexm and fpga do)");
     cortexm::Board board = cortexm::Board::M4;
     cortexm::parse_board(a.get("board"), &board);
     cortexm::Project proj = cortexm::generate_project(m.lir(b), board);
@@ -182,6 +183,7 @@ int cmd_run(const Args& a) {
   if (ends_with(out, ".npy") && g.outputs.size() != 1)
     usage_fail("run --output ", out, ": the model has ", g.outputs.size(),
                " outputs and a .npy holds one array; name an .npz instead");
+  if (a.get("device") == "fpga") return run_fpga(g, inputs, a);
   CompiledModel m(std::move(g), compile_options(a));
   auto outs = m.run(inputs);
   if (a.has("report")) std::cout << m.report(bind_map(m.graph(), inputs)).table();

@@ -51,8 +51,16 @@ std::vector<DeviceInfo> build(const std::string& only, bool probing) {
     v.push_back(ane);
   }
   if (want("fpga")) {
-    DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CompiledOut,
-                 "specialty code-generation target; code generator not built yet", CapabilitySet{}};
+    // Not a dispatch backend: src/codegen/fpga turns an int8 MLP (fuse-qdq's qlinear chain) into
+    // SystemVerilog; `rlx compile/run --device fpga` write it and simulate it with Verilator.
+    bool sim = probing && std::system("verilator --version >/dev/null 2>&1") == 0;
+    DeviceInfo f{"fpga", "SystemVerilog INT8 datapath (Verilator simulation)", DeviceStatus::CodegenOnly,
+                 std::string("int8 MLP graphs only (quantize_affine -> qlinear chain), through `rlx compile/run --device "
+                             "fpga`; ") +
+                     (sim ? "Verilator found: simulated, cycle-accurate, not hardware"
+                          : (probing ? "verilator not found (Debian package verilator): RTL is written, not simulated"
+                                     : "not probed")),
+                 CapabilitySet{}};
     const DTypeSet q = DTypeSet::of({D::i8, D::i32});
     for (auto k : {OpKind::Constant, OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Convert, OpKind::DotGeneral,
                    OpKind::Reshape, OpKind::Transpose, OpKind::BroadcastInDim})

@@ -2,8 +2,9 @@
 // [K, N], or linear with w [N, K]) whose activation is dequantize_affine of a per-tensor i8/u8 value
 // and whose weight is dequantize_affine of a constant i8/u8 tensor (per tensor or per output
 // channel) becomes qlinear: i8/u8 output when its only use is quantize_affine (optionally through a
-// constant bias add, folded into an i32 bias), f32 output (scale sx * sw[n]) otherwise. Left-over
-// dequantize_affine nodes of constants are folded. Each contraction gets one report line.
+// constant bias add, folded into an i32 bias, then a ReLU, qlinear's relu), f32 output (scale
+// sx * sw[n]) otherwise. Left-over dequantize_affine nodes of constants are folded. Each
+// contraction gets one report line.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -165,7 +166,19 @@ Graph fuse_qdq(const Graph& g, std::vector<std::string>* report) {
       bconst = const_of(g, other);
       if (!bconst || bconst->numel() != N || bconst->dtype() != DType::f32 || !(g.type(add->outputs[0]).shape == g.type(n.outputs[0]).shape)) bconst = nullptr;
     }
-    const Node* q = only_user(bconst ? add->outputs[0] : n.outputs[0]);
+    // ... and a ReLU (max with a constant zero) before the quantize_affine becomes qlinear's relu.
+    ValueId cur = bconst ? add->outputs[0] : n.outputs[0];
+    const Node* relu = only_user(cur);
+    if (relu && relu->op == OpKind::Max && g.type(relu->outputs[0]).shape == g.type(cur).shape) {
+      const Tensor* z = const_of(g, relu->inputs[0] == cur ? relu->inputs[1] : relu->inputs[0]);
+      bool zero = z && z->dtype() == DType::f32;
+      for (int64_t i = 0; zero && i < z->numel(); ++i) zero = z->get(i) == 0.0;
+      relu = zero ? relu : nullptr;
+    } else {
+      relu = nullptr;
+    }
+    if (relu) cur = relu->outputs[0];
+    const Node* q = only_user(cur);
     std::vector<double> qs;
     std::vector<int64_t> qz;
     bool int_out = p.bias < 0 && q && q->op == OpKind::QuantizeAffine && params(g, *q, &qs, &qz) && qs.size() == 1;
@@ -184,6 +197,7 @@ Graph fuse_qdq(const Graph& g, std::vector<std::string>* report) {
       a["multiplier"] = mul;
       a["shift"] = sh;
       a["zero_point"] = qz[0];
+      if (relu) a["relu"] = int64_t{1};
       if (bconst) {
         Tensor bi(DType::i32, {N});
         for (int64_t j = 0; j < N; ++j)
@@ -191,10 +205,11 @@ Graph fuse_qdq(const Graph& g, std::vector<std::string>* report) {
         qin.push_back(d.add_node(OpKind::Constant, {}, {{"value", bi}}, n.name)[0]);
       }
       ValueId y = d.add_node(OpKind::QLinear, qin, a, n.name)[0];
-      if (bconst) absorbed[add] = y;  // the add's output is never used but by q
+      if (bconst) absorbed[add] = y;  // the add's (and relu's) output is never used but by q
+      if (relu) absorbed[relu] = y;
       absorbed[q] = y;
       rb.bind(n, {y});  // n's own output feeds only absorbed nodes
-      if (report) report->push_back("fuse-qdq: int8 " + label + " -> qlinear (" + std::string(dtype_name(odt)) + " out" + (bconst ? ", i32 bias" : "") + ")");
+      if (report) report->push_back("fuse-qdq: int8 " + label + " -> qlinear (" + std::string(dtype_name(odt)) + " out" + (bconst ? ", i32 bias" : "") + (relu ? ", relu" : "") + ")");
       continue;
     }
     a["dtype"] = DType::f32;
