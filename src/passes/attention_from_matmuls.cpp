@@ -369,28 +369,14 @@ std::optional<Plan> plan_attention(const Graph& g, const GraphUses& u, const Nod
 
 Graph attention_from_matmuls(const Graph& g0, int* changed) {
   Graph g = fold_constants(g0);  // the scale chains (Sqrt of a folded Shape entry, ...) become constants
-  GraphUses u(g);
-  std::vector<std::optional<Plan>> plans(g.nodes.size());
-  int n = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if ((plans[i] = plan_attention(g, u, g.nodes[i]))) ++n;
-  if (changed) *changed = n;
-  if (n == 0) return g0;
-  GraphRebuild r(g);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& nd = g.nodes[i];
-    if (!plans[i]) {
-      r.copy(nd, r.inputs_of(nd), nd.attrs);
-      continue;
-    }
-    const Plan& p = *plans[i];
+  auto emit = [](GraphRebuild& r, const Node& nd, const Plan& p) {
     ValueId k = r.map.at(p.k_src);
     if (!p.k_perm.empty()) k = r.dst.add_node(OpKind::Transpose, {k}, {{"perm", p.k_perm}}, nd.name)[0];
     std::vector<ValueId> ins = {r.map.at(p.q), k, r.map.at(p.v)};
     if (p.mask >= 0) ins.push_back(r.map.at(p.mask));
     r.bind(nd, r.dst.add_node(OpKind::Attention, ins, {{"mask", p.kind}, {"scale", p.scale}}, nd.name));
-  }
-  return eliminate_dead_code(r.finish());
+  };
+  return rewrite_matches(g, g0, plan_attention, emit, changed);
 }
 
 }  // namespace rlx

@@ -124,32 +124,16 @@ Tensor transposed(const Tensor& w) {  // [K, N] -> [N, K]
 }  // namespace
 
 Graph gelu_into_linear(const Graph& g, int* changed) {
-  GraphUses u(g);
-  std::vector<std::optional<Gelu>> plans(g.nodes.size());
-  int n = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if ((plans[i] = plan_gelu(g, u, g.nodes[i]))) ++n;
-  if (changed) *changed = n;
-  if (n == 0) return g;
-  GraphRebuild r(g);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& nd = g.nodes[i];
-    if (!plans[i]) {
-      r.copy(nd, r.inputs_of(nd), nd.attrs);
-      continue;
-    }
-    const Gelu& p = *plans[i];
+  auto emit = [&g](GraphRebuild& r, const Node& nd, const Gelu& p) {
     if (p.h < 0) {
-      r.bind(nd,
-             r.dst.add_node(OpKind::Gelu, {r.map.at(p.x)}, {{"approximate", std::string("none")}}, nd.name));
-      continue;
+      r.bind(nd, r.dst.add_node(OpKind::Gelu, {r.map.at(p.x)}, {{"approximate", std::string("none")}}, nd.name));
+      return;
     }
-    ValueId wt =
-        r.dst.add_node(OpKind::Constant, {}, {{"value", transposed(*constant_of(g, p.w))}}, nd.name)[0];
+    ValueId wt = r.dst.add_node(OpKind::Constant, {}, {{"value", transposed(*constant_of(g, p.w))}}, nd.name)[0];
     r.bind(nd, r.dst.add_node(OpKind::Linear, {r.map.at(p.h), wt, r.map.at(p.bias)},
                               {{"activation", std::string("gelu")}}, nd.name));
-  }
-  return eliminate_dead_code(r.finish());
+  };
+  return rewrite_matches(g, g, plan_gelu, emit, changed);
 }
 
 }  // namespace rlx
