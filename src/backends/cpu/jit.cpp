@@ -10,7 +10,6 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +29,6 @@
 #include "runtime/disk_cache.h"
 #include "runtime/subprocess.h"
 
-extern char** environ;
 
 namespace rlx::cpu {
 
@@ -81,41 +79,16 @@ std::string find_compiler(std::string* why) {
   return "";
 }
 
-// Runs argv with stdout+stderr to `log` (or captured into *out); returns the exit status, -1 if it
-// could not start. After 1 s, prints `progress` once on stderr.
+// Runs argv with stdout+stderr to `log` (or captured into *out: run_tool); returns the exit
+// status, -1 if it could not start. After 1 s, prints `progress` once on stderr.
 int spawn_wait(const std::vector<std::string>& argv, const std::string& log, std::string* out,
                const std::string& progress) {
-  int pipefd[2] = {-1, -1};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (out) {
-    if (::pipe(pipefd) != 0) {
-      posix_spawn_file_actions_destroy(&fa);
-      return -1;
-    }
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-    posix_spawn_file_actions_addclose(&fa, pipefd[0]);
-    posix_spawn_file_actions_addclose(&fa, pipefd[1]);
-  } else {
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  }
-  std::vector<char*> av;
-  for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, av.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (out) {
-    ::close(pipefd[1]);
-    if (rc == 0) {
-      char buf[4096];
-      for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;) out->append(buf, static_cast<size_t>(n));
-    }
-    ::close(pipefd[0]);
-  }
-  if (rc != 0) return -1;
+  if (out) return run_tool(argv, *out);
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  pid_t pid = spawn_process(argv, -1, fd, fd);
+  ::close(fd);
+  if (pid < 0) return -1;
   auto t0 = std::chrono::steady_clock::now();
   bool said = progress.empty();
   int status = 0;

@@ -24,6 +24,7 @@
 
 #include "backends/portable/api.h"
 #include "runtime/disk_cache.h"  // fnv1a64, temp paths
+#include "runtime/subprocess.h"
 
 namespace rlx::gpu {
 
@@ -126,12 +127,8 @@ class D3D12Api : public Api {
     const std::string base = temp_path_for(cache_dir("dxil") + "/" + hex64(fnv1a64(k.source)));
     const std::string src = base + ".hlsl", out = base + ".dxil";
     RLX_CHECK(write_file_atomic(src, k.source), "[directx] cannot write ", src);
-    std::string cmd = dxc + " -T cs_6_0 -E main -Fo '" + out + "' '" + src + "' 2>&1", log;
-    FILE* p = popen(cmd.c_str(), "r");
-    RLX_CHECK(p, "[directx] cannot run ", dxc);
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) log += buf;
-    int rc = pclose(p);
+    std::string log;
+    int rc = run_tool({dxc, "-T", "cs_6_0", "-E", "main", "-Fo", out, src}, log);
     std::remove(src.c_str());
     RLX_CHECK(rc == 0, "[directx] dxc failed for ", k.name, ":\n", log);
     std::ifstream in(out, std::ios::binary);
@@ -204,9 +201,10 @@ std::unique_ptr<Api> make_d3d12_api(std::string* why) {
   auto a = std::make_unique<D3D12Api>();
   a->serialize = reinterpret_cast<PFN_D3D12_SERIALIZE_ROOT_SIGNATURE>(dlsym(h, "D3D12SerializeRootSignature"));
   const char* dxc = std::getenv("RLX_DXC");
-  a->dxc = dxc && *dxc ? dxc : "dxc";
-  if (!create || !a->serialize || std::system((a->dxc + " --version >/dev/null 2>&1").c_str()) != 0) {
-    *why = "Direct3D 12 found but no D3D12CreateDevice/serializer or no DXC ('" + a->dxc + "'; set RLX_DXC)";
+  const std::string dxc_name = dxc && *dxc ? dxc : "dxc";
+  a->dxc = find_on_path(dxc_name);
+  if (!create || !a->serialize || a->dxc.empty()) {
+    *why = "Direct3D 12 found but no D3D12CreateDevice/serializer or no DXC ('" + dxc_name + "' not on PATH; set RLX_DXC)";
     return nullptr;
   }
   if (FAILED(create(nullptr, D3D_FEATURE_LEVEL_11_0, IID_PPV_ARGS(&a->dev)))) {
