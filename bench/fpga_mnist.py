@@ -12,7 +12,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -25,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import mnist_int8_mlp  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
 XILINX = {"LUT": r"LUT\d", "FF": r"FD[A-Z]{2}", "DSP": r"DSP48E1", "BRAM18": r"RAMB18E1", "BRAM36": r"RAMB36E1",
           "LUTRAM": r"RAM\d+[A-Z0-9]*", "CARRY4": r"CARRY4"}
@@ -42,15 +42,6 @@ def cells(stat_path, kinds):
                 counts[k] += int(n)
     return counts
 
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():
@@ -109,7 +100,7 @@ def main():
         print(json.dumps(row), flush=True)
         rows.append(row)
     res = {"benchmark": "fpga_mnist",
-           "machine": f"{cpu_name()}, {os.cpu_count()} vCPU (shared, loaded by other builds)",
+           "machine": f"{cpu_model()}, {os.cpu_count()} vCPU (shared, loaded by other builds)",
            "date": datetime.date.today().isoformat(), "rows": rows,
            "notes": ["cycles from the Verilator simulation of the generated RTL; ms and images/s assume the clock in 'unit' "
                      "(Yosys synthesis gives resources, not a timing-closed clock)",

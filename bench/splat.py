@@ -11,7 +11,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 import time
 
@@ -22,16 +21,8 @@ import rlx  # noqa: E402
 import rlx.splat as gs  # noqa: E402
 import rlx.train  # noqa: E402
 from splat_scene import camera, scene  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def timeit(fn, warm, iters):
