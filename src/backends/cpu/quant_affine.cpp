@@ -1,10 +1,12 @@
 // The cpu kernels of quantize_affine (f32 -> i8/u8) and dequantize_affine (i8/u8/i32 -> f32): the
-// element functions of src/quant/fixed_point.h over contiguous rows, per tensor or per channel.
+// row kernels of quant_affine_rows.h (AVX2 where the host has it, else the scalar element functions)
+// over contiguous rows, per tensor or per channel.
 #include <algorithm>
-#include <type_traits>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/quant_affine_rows.h"
+#include "backends/cpu/simd_avx2.h"
 #include "quant/fixed_point.h"
 
 namespace rlx::cpu {
@@ -23,16 +25,29 @@ void split_at(const std::vector<int64_t>& d, int64_t axis, int64_t* outer, int64
   for (size_t i = static_cast<size_t>(axis) + 1; i < d.size(); ++i) *inner *= d[i];
 }
 
+// One run of `n` elements with one (scale, zp): the AVX2 kernel where the host has it.
+inline void quantize_run(const float* x, int64_t n, float s, int32_t zp, uint8_t* y) {
+  simd::cpu_has_avx2() ? qrows::quantize_u8_avx2(x, n, s, zp, y) : qrows::quantize_u8_scalar(x, n, s, zp, y);
+}
+inline void quantize_run(const float* x, int64_t n, float s, int32_t zp, int8_t* y) {
+  simd::cpu_has_avx2() ? qrows::quantize_s8_avx2(x, n, s, zp, y) : qrows::quantize_s8_scalar(x, n, s, zp, y);
+}
+inline void dequantize_run(const uint8_t* q, int64_t n, float s, int32_t zp, float* y) {
+  simd::cpu_has_avx2() ? qrows::dequantize_u8_avx2(q, n, s, zp, y) : qrows::dequantize_u8_scalar(q, n, s, zp, y);
+}
+inline void dequantize_run(const int8_t* q, int64_t n, float s, int32_t zp, float* y) {
+  simd::cpu_has_avx2() ? qrows::dequantize_s8_avx2(q, n, s, zp, y) : qrows::dequantize_s8_scalar(q, n, s, zp, y);
+}
+inline void dequantize_run(const int32_t* q, int64_t n, float s, int32_t zp, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::dequantize(q[i], zp, s);
+}
+
 template <class Q>
 void quantize_rows(const float* x, const float* s, const Q* z, Q* y, int64_t outer, int64_t ch, int64_t inner) {
-  int32_t lo, hi;
-  quant::int8_range(std::is_unsigned_v<Q>, &lo, &hi);
   parallel_for(outer * ch, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t c = r % ch;
-      const float sc = s[c];
-      const int32_t zp = z[c];
-      for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = static_cast<Q>(quant::quantize(x[r * inner + i], sc, zp, lo, hi));
+      quantize_run(x + r * inner, inner, s[c], static_cast<int32_t>(z[c]), y + r * inner);
     }
   });
 }
@@ -42,9 +57,7 @@ void dequantize_rows(const Q* q, const float* s, const Q* z, float* y, int64_t o
   parallel_for(outer * ch, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t c = r % ch;
-      const float sc = s[c];
-      const int32_t zp = static_cast<int32_t>(z[c]);
-      for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = quant::dequantize(static_cast<int32_t>(q[r * inner + i]), zp, sc);
+      dequantize_run(q + r * inner, inner, s[c], static_cast<int32_t>(z[c]), y + r * inner);
     }
   });
 }
