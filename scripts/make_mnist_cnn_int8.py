@@ -11,7 +11,10 @@ scale s_x * s_w. MaxPool keeps its input's scale and zero point. Accuracy of bot
 measured on the 2,000 held-out images with onnxruntime and printed.
 
   python3 scripts/make_mnist_cnn_int8.py --out DIR [--epochs 3]
-writes DIR/mnist_cnn_f32.onnx, DIR/mnist_cnn_int8.onnx, DIR/images.npy, DIR/labels.npy.
+writes DIR/mnist_cnn_f32.onnx, DIR/mnist_cnn_int8.onnx, DIR/images.npy, DIR/labels.npy and
+DIR/int8_reference_pred.npy: the predictions of an integer-only numpy run of the QDQ model (i32
+accumulators, per-channel fixed-point requantize rounded half to even as src/quant/fixed_point.h),
+an oracle for integer convolution kernels.
 """
 import argparse
 import gzip
@@ -137,6 +140,49 @@ def build(wc, bc, wf, bf, qp=None):
     return m
 
 
+def quantize_multiplier(scale):
+    """scale ~= m / 2^(31 + shift), m in [2^30, 2^31) (as src/quant/fixed_point.h)."""
+    f, e = np.frexp(scale)
+    m = np.round(f * 2.0 ** 31).astype(np.int64)
+    top = m == 2 ** 31
+    m = np.where(top, m // 2, m); e = np.where(top, e + 1, e)
+    return m, -e
+
+
+def requantize(acc, m, shift, zp, lo, hi):
+    """round_half_even(acc * m / 2^(31 + shift)) + zp, saturated: integer arithmetic only."""
+    p = acc.astype(np.int64) * m
+    s = (31 + shift).astype(np.int64)
+    q = p >> s
+    r = p - (q << s)
+    half = np.int64(1) << (s - 1)
+    q = q + ((r > half) | ((r == half) & (q & 1 == 1)))
+    return np.clip(q + zp, lo, hi)
+
+
+def int8_logits(x, wts, qp):
+    """Integer-only inference of the QDQ model (i8 tensors, i32 accumulators, fixed-point
+    requantize with the fused ReLU as the lower clamp); the FC accumulator is dequantized."""
+    wc, bc, wf, bf = wts
+    (sx, zx), (sr, zr) = qp["x"], qp["r"]
+    zx, zr = int(zx), int(zr)
+    xq = np.clip(np.round(x / sx) + zx, -128, 127).astype(np.int64)
+    amax = np.abs(wc).max(0); swc = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    wcq = np.clip(np.round(wc / swc), -127, 127).astype(np.int64)               # [9, C]
+    bcq = np.round(bc / (swc * sx).astype(np.float32)).astype(np.int64)
+    cols = sliding_window_view(xq - zx, (3, 3), axis=(1, 2)).reshape(len(x), 676, 9)
+    acc = cols @ wcq + bcq
+    m, sh = quantize_multiplier(np.float64(sx) * swc.astype(np.float64) / np.float64(sr))
+    rq = requantize(acc, m, sh, zr, zr, 127)                                     # ReLU: clamp at zr
+    pq = rq.reshape(len(x), 13, 2, 13, 2, C).max(axis=(2, 4))
+    flat = pq.transpose(0, 3, 1, 2).reshape(len(x), -1) - zr
+    wt = wf.T
+    amax = np.abs(wt).max(1); swf = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    wfq = np.clip(np.round(wt / swf[:, None]), -127, 127).astype(np.int64)      # [10, 1352]
+    bfq = np.round(bf / (swf * sr).astype(np.float32)).astype(np.int64)
+    return (flat @ wfq.T + bfq) * (swf.astype(np.float64) * np.float64(sr))
+
+
 def ort_accuracy(path, x, y):
     import onnxruntime as ort
     s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -165,6 +211,10 @@ def main():
     np.save(os.path.join(a.out, "images.npy"), x.reshape(-1, 1, 28, 28))
     np.save(os.path.join(a.out, "labels.npy"), y)
     fa, qa = ort_accuracy(f32, x[8000:], y[8000:]), ort_accuracy(q, x[8000:], y[8000:])
+    zi = int8_logits(x, wts, qp)
+    np.save(os.path.join(a.out, "int8_reference_pred.npy"), zi.argmax(1))
+    ia = float((zi[8000:].argmax(1) == y[8000:]).mean())
+    print(f"held-out (2,000 images): integer-only numpy {100 * ia:.2f}%")
     print(f"held-out (2,000 images): float {100 * fa:.2f}%  int8 QDQ {100 * qa:.2f}%  delta {100 * (fa - qa):+.2f} pt")
 
 
