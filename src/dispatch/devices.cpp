@@ -39,17 +39,8 @@ namespace {
 std::vector<DeviceInfo> build(const std::string& only, bool probing) {
   auto want = [&](const char* n) { return only == n; };
   using D = DType;
-  const DTypeSet f16x = DTypeSet::of({D::f32, D::f16});
-  const auto nn_ops = {OpKind::MatMul, OpKind::Linear, OpKind::Softmax, OpKind::LayerNorm, OpKind::RmsNorm,
-                       OpKind::Attention, OpKind::Gelu};
   std::vector<DeviceInfo> v;
 
-  if (want("ane")) {
-    DeviceInfo ane{"ane", "Core ML program for the Apple Neural Engine", DeviceStatus::NoHardware,
-                   "needs an Apple Neural Engine; artifact-only target", mir_capabilities(f16x)};
-    add_ops(ane.caps, nn_ops, f16x);
-    v.push_back(ane);
-  }
   if (want("fpga")) {
     // Not a dispatch backend: src/codegen/fpga turns an int8 MLP (fuse-qdq's qlinear chain) into
     // SystemVerilog; `rlx compile/run --device fpga` write it and simulate it with Verilator.
@@ -107,7 +98,6 @@ DeviceInfo build_one(const std::string& name, bool probing) {
 
 // Ranks in `rlx devices` between the backends' (src/backends/*/backend.cpp).
 void register_codegen_only_targets() {
-  register_device(std::make_unique<CodegenTarget>("ane", 3));
   register_device(std::make_unique<CodegenTarget>("fpga", 15));
 }
 

@@ -42,10 +42,15 @@ TEST(Registry, EveryBackendFolderRegistersItself) {
   EXPECT_EQ(backends, folders);  // one Backend per folder
   EXPECT_EQ(all.size(), device_names().size() + 1);  // + null
   EXPECT_EQ(std::count(device_names().begin(), device_names().end(), "null"), 0);
-  for (const char* codegen_only : {"ane", "fpga"}) {
+  for (const char* codegen_only : {"fpga"}) {
     EXPECT_NE(find_device(codegen_only), nullptr) << codegen_only;
     EXPECT_EQ(find_backend(codegen_only), nullptr) << codegen_only;
   }
+  // ane is a backend folder whose entry reports it cannot execute here (no macOS, no Neural Engine).
+  ASSERT_NE(find_backend("ane"), nullptr);
+  EXPECT_FALSE(device_info("ane").can_execute());
+  EXPECT_EQ(device_info("ane").status, DeviceStatus::NoHardware);
+  EXPECT_TRUE(device_info("ane").caps.has(OpKind::MatMul, DType::f16));
   EXPECT_EQ(device_names().front(), "cpu");
   EXPECT_EQ(find_device("quantum"), nullptr);
 }
