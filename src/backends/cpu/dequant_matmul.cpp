@@ -1,6 +1,6 @@
 // Packed dequant-matmul on cpu: weights stay in their GGML blocks. One row of x (decoding one
-// sequence): each worker expands one weight row at a time into a small f32 buffer (L1-resident) and
-// dots it with x. Several rows (a prefill, or a decode step batched over sequences): each worker
+// sequence): Q4_0/Q4_1/Q8_0 rows are dotted with x block by block without expanding them; other
+// types are expanded one weight row at a time into a small f32 buffer (L1-resident) and dotted. Several rows (a prefill, or a decode step batched over sequences): each worker
 // expands a tile of weight rows and runs the f32 GEMM over all rows of x against it, so the
 // expansion is paid once per tile instead of the dot products dominating. Covers every block type
 // of src/quant (Q8_0, Q4_0, Q4_K, Q6_K are the ones Qwen3 GGUF files use).
@@ -13,6 +13,51 @@
 #include "quant/blocks.h"
 
 namespace rlx::cpu {
+
+namespace {
+
+// One weight row of 32-element blocks dotted with x without expanding the row: per block the
+// integer codes are multiplied into x and the block scale (and Q4_1's min times the block's x sum)
+// applied once. Covers the block types llama-family GGUF files use for most projections.
+template <quant::GgmlType T>
+float block_row_dot(const uint8_t* wr, const float* x, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, x += quant::kQK) {
+    float s = 0, sx = 0;
+    if constexpr (T == quant::GgmlType::Q8_0) {
+      const auto* blk = reinterpret_cast<const quant::BlockQ8_0*>(wr) + b;
+      for (int i = 0; i < quant::kQK; ++i) s += static_cast<float>(blk->qs[i]) * x[i];
+      acc += f16_to_f32(blk->d) * s;
+    } else if constexpr (T == quant::GgmlType::Q4_0) {
+      const auto* blk = reinterpret_cast<const quant::BlockQ4_0*>(wr) + b;
+      for (int i = 0; i < quant::kQK / 2; ++i) {
+        s += static_cast<float>((blk->qs[i] & 15) - 8) * x[i];
+        s += static_cast<float>((blk->qs[i] >> 4) - 8) * x[i + quant::kQK / 2];
+      }
+      acc += f16_to_f32(blk->d) * s;
+    } else {
+      const auto* blk = reinterpret_cast<const quant::BlockQ4_1*>(wr) + b;
+      for (int i = 0; i < quant::kQK / 2; ++i) {
+        s += static_cast<float>(blk->qs[i] & 15) * x[i];
+        s += static_cast<float>(blk->qs[i] >> 4) * x[i + quant::kQK / 2];
+        sx += x[i] + x[i + quant::kQK / 2];
+      }
+      acc += f16_to_f32(blk->d) * s + f16_to_f32(blk->m) * sx;
+    }
+  }
+  return acc;
+}
+
+template <quant::GgmlType T>
+void fused_gemv(const float* xp, const uint8_t* wp, float* yp, int64_t M, int64_t N, int64_t k, int64_t rb) {
+  const int64_t nb = k / quant::kQK, grain = std::max<int64_t>(1, 65536 / (k * std::max<int64_t>(M, 1) + 1));
+  parallel_for(N, grain, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t m = 0; m < M; ++m) yp[m * N + j] = block_row_dot<T>(wp + j * rb, xp + m * k, nb);
+  });
+}
+
+}  // namespace
 
 void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor &x = in[0], &w = in[1];
@@ -37,6 +82,14 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
       }
     });
     return;
+  }
+  if (k % quant::kQK == 0) {
+    switch (tr->type) {
+      case quant::GgmlType::Q8_0: return fused_gemv<quant::GgmlType::Q8_0>(xp, wp, yp, M, N, k, rb);
+      case quant::GgmlType::Q4_0: return fused_gemv<quant::GgmlType::Q4_0>(xp, wp, yp, M, N, k, rb);
+      case quant::GgmlType::Q4_1: return fused_gemv<quant::GgmlType::Q4_1>(xp, wp, yp, M, N, k, rb);
+      default: break;
+    }
   }
   int64_t grain = std::max<int64_t>(1, 65536 / (k * std::max<int64_t>(M, 1) + 1));
   parallel_for(N, grain, [&](int64_t j0, int64_t j1) {

