@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "rlx/error.h"
 
@@ -52,7 +53,21 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Names the peers of the open collective that are gone (same host, pid no longer exists).
+// True when /proc says the process is stopped (state T) or traced (t): alive but never answering.
+bool process_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512] = "";
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close = std::strrchr(buf, ')');  // "pid (comm) S ...": comm may hold spaces
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
+// Names the peers of the open collective that are gone or stopped (same host, pid no longer exists).
 std::string dead_peers() {
   std::string r;
   char host[256] = "";
@@ -60,8 +75,12 @@ std::string dead_peers() {
   for (int64_t p : g_open_peers) {
     if (p < 0 || p >= static_cast<int64_t>(g_pids.size())) continue;
     if (g_hosts[p] != host) continue;
-    if (kill(static_cast<pid_t>(g_pids[p]), 0) != 0 && errno == ESRCH)
-      r += (r.empty() ? "" : ", ") + std::string("rank ") + std::to_string(p) + " (pid " + std::to_string(g_pids[p]) + ") is gone";
+    const std::string who = std::string("rank ") + std::to_string(p) + " (pid " + std::to_string(g_pids[p]) + ")";
+    if (kill(static_cast<pid_t>(g_pids[p]), 0) != 0 && errno == ESRCH) {
+      r += (r.empty() ? "" : ", ") + who + " is gone";
+    } else if (process_stopped(static_cast<pid_t>(g_pids[p]))) {
+      r += (r.empty() ? "" : ", ") + who + " is stopped (SIGSTOP or a debugger)";
+    }
   }
   return r;
 }
@@ -129,12 +148,15 @@ InFlight::InFlight(const char* op, int64_t bytes, const std::vector<int64_t>& pe
   }
   g_open_since_ns.store(now_ns());
   g_open_seq.store(seq);
-  // Fault injection for the tests (docs/env.md): RLX_DIST_KILL_AT=<rank>:<collective number>.
+  // Fault injection for the tests (docs/env.md): RLX_DIST_KILL_AT / RLX_DIST_STOP_AT=<rank>:<collective
+  // number>: that rank SIGKILLs (dead rank) or SIGSTOPs (hung rank) itself entering that collective.
   static const char* kill_at = std::getenv("RLX_DIST_KILL_AT");
-  if (kill_at && g_rank >= 0) {
+  static const char* stop_at = std::getenv("RLX_DIST_STOP_AT");
+  for (auto [spec, sig] : {std::pair<const char*, int>{kill_at, SIGKILL}, {stop_at, SIGSTOP}}) {
+    if (!spec || g_rank < 0) continue;
     int r = -1;
     long long s = -1;
-    if (std::sscanf(kill_at, "%d:%lld", &r, &s) == 2 && r == g_rank && s == seq) raise(SIGKILL);
+    if (std::sscanf(spec, "%d:%lld", &r, &s) == 2 && r == g_rank && s == seq) raise(sig);
   }
 }
 InFlight::~InFlight() { g_open_seq.store(-1); }

@@ -376,6 +376,19 @@ TEST(DistMpi, KilledRankEndsThePeerWithinTheTimeout) {
   EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault'").code, 0) << "orphan worker processes remain";
 }
 
+TEST(DistMpi, StoppedRankEndsThePeerWithinTheTimeout) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  // Rank 1 SIGSTOPs itself (alive, never answering) entering its 30th collective; rank 0 must exit
+  // non-zero naming rank 1 as stopped within the timeout, and mpirun must reap the stopped rank.
+  ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=3 RLX_DIST_STOP_AT=1:30") + RLX_DIST_WORKER " fault");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[dist] rank 0: all_reduce #30"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 (pid "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("is stopped"), std::string::npos) << r.out;
+  EXPECT_LT(r.seconds, 20) << r.out;
+  EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault'").code, 0) << "orphan worker processes remain";
+}
+
 // `rlx launch -n 2 -- rlx train-mnist`: data parallel (each rank half of every batch, gradients
 // averaged in the step graph); rank 0's report equals one process's to the printed digits.
 TEST(DistMpi, TrainMnistUnderLaunchIsDataParallel) {
