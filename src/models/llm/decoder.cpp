@@ -236,6 +236,17 @@ ValueId rope_table(Builder& b, ValueId x, ValueId cos, ValueId sin, int64_t B, i
   return b.reshape(b.op1(OpKind::Concatenate, {o1, o2}, {{"axis", int64_t{4}}}), Shape{B, H, S, D});
 }
 
+// A step's outputs: logits, then each layer's new K and V.
+StepOutput step_output(std::vector<Tensor> out, int64_t layers) {
+  StepOutput so;
+  so.logits = std::move(out[0]);
+  for (int64_t l = 0; l < layers; ++l) {
+    so.new_k.push_back(std::move(out[1 + 2 * l]));
+    so.new_v.push_back(std::move(out[2 + 2 * l]));
+  }
+  return so;
+}
+
 }  // namespace
 
 Graph decoder_step_graph(const DecoderWeights& w, int64_t B, int64_t S, int64_t cap, bool all_logits,
@@ -440,14 +451,7 @@ StepOutput DecoderModel::step(const Tensor& ids, const std::vector<int64_t>& row
   CompiledModel& m = impl_->get(w_, device_, B, S, cache.capacity, false, bias, true);
   std::vector<Tensor> in = {ids};
   for (Tensor& t : row_inputs(S, row_pos, cache, bias)) in.push_back(std::move(t));
-  auto out = m.run(in);
-  StepOutput so;
-  so.logits = out[0];
-  for (int64_t l = 0; l < w_.cfg.layers; ++l) {
-    so.new_k.push_back(out[1 + 2 * l]);
-    so.new_v.push_back(out[2 + 2 * l]);
-  }
-  return so;
+  return step_output(m.run(in), w_.cfg.layers);
 }
 
 StepOutput DecoderModel::step(const Tensor& ids, int64_t pos, const KvCache* cache) {
@@ -462,14 +466,7 @@ StepOutput DecoderModel::step(const Tensor& ids, int64_t pos, const KvCache* cac
   CompiledModel& m = impl_->get(w_, device_, B, S, cap, false, bias);
   std::vector<Tensor> in = {ids};
   for (Tensor& t : extra_inputs(B, S, pos, kc, bias)) in.push_back(std::move(t));
-  auto out = m.run(in);
-  StepOutput so;
-  so.logits = out[0];
-  for (int64_t l = 0; l < w_.cfg.layers; ++l) {
-    so.new_k.push_back(out[1 + 2 * l]);
-    so.new_v.push_back(out[2 + 2 * l]);
-  }
-  return so;
+  return step_output(m.run(in), w_.cfg.layers);
 }
 
 void DecoderModel::prepare(int64_t B, int64_t S, int64_t pos, int64_t cap) {
