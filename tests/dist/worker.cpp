@@ -3,7 +3,7 @@
 //   tp-mlp       a Megatron TP MLP (shard_tensor_parallel, preset mlp) vs the unsharded graph
 //   dp-mlp       data-parallel SGD on Fashion-MNIST (gradients all-reduced in the graph) vs one process
 //   mismatch     rank 1 compiles a graph of another shape: the start-up hash check must fail
-//   fault        a loop of all_reduce; RLX_DIST_KILL_AT / RLX_DIST_STOP_AT kills or stops one rank, the other must fail cleanly
+//   fault [tag]  a loop of all_reduce (the tag only names the run, for pgrep); RLX_DIST_KILL_AT / RLX_DIST_STOP_AT kills or stops one rank, the other must fail cleanly
 // Prints "[worker] rank R: ..." lines; exits 0 on success.
 #include <cmath>
 #include <cstdio>

@@ -368,25 +368,25 @@ TEST(DistMpi, KilledRankEndsThePeerWithinTheTimeout) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   // Rank 1 SIGKILLs itself entering its 30th collective; rank 0 must exit non-zero, naming rank 1
   // and the all_reduce, within RLX_DIST_TIMEOUT_S (3 s) plus start-up, leaving no process behind.
-  ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=3 RLX_DIST_KILL_AT=1:30") + RLX_DIST_WORKER " fault");
+  ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=3 RLX_DIST_KILL_AT=1:30") + RLX_DIST_WORKER " fault killed");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("[dist] rank 0: all_reduce #30"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
   EXPECT_LT(r.seconds, 20) << r.out;
-  EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault'").code, 0) << "orphan worker processes remain";
+  EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault killed'").code, 0) << "orphan worker processes remain";
 }
 
 TEST(DistMpi, StoppedRankEndsThePeerWithinTheTimeout) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   // Rank 1 SIGSTOPs itself (alive, never answering) entering its 30th collective; rank 0 must exit
   // non-zero naming rank 1 as stopped within the timeout, and mpirun must reap the stopped rank.
-  ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=3 RLX_DIST_STOP_AT=1:30") + RLX_DIST_WORKER " fault");
+  ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=3 RLX_DIST_STOP_AT=1:30") + RLX_DIST_WORKER " fault stopped");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("[dist] rank 0: all_reduce #30"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 1 (pid "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("is stopped"), std::string::npos) << r.out;
   EXPECT_LT(r.seconds, 20) << r.out;
-  EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault'").code, 0) << "orphan worker processes remain";
+  EXPECT_NE(sh("pgrep -f 'rlx_dist_worke[r] fault stopped'").code, 0) << "orphan worker processes remain";
 }
 
 // `rlx launch -n 2 -- rlx train-mnist`: data parallel (each rank half of every batch, gradients

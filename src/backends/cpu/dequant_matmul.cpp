@@ -83,7 +83,7 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
     });
     return;
   }
-  if (k % quant::kQK == 0) {
+  if (M == 1 && k % quant::kQK == 0) {  // one row (a decode step): the blocks dotted in place
     switch (tr->type) {
       case quant::GgmlType::Q8_0: return fused_gemv<quant::GgmlType::Q8_0>(xp, wp, yp, M, N, k, rb);
       case quant::GgmlType::Q4_0: return fused_gemv<quant::GgmlType::Q4_0>(xp, wp, yp, M, N, k, rb);
