@@ -17,7 +17,6 @@ accumulators, per-channel fixed-point requantize rounded half to even as src/qua
 an oracle for integer convolution kernels.
 """
 import argparse
-import gzip
 import os
 
 import numpy as np
@@ -25,20 +24,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from numpy.lib.stride_tricks import sliding_window_view
 
+from make_mnist_int8 import load_mnist, mnist_dir  # the t10k IDX files, one loader
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 C = 8  # conv output channels
-
-
-def mnist_dir():
-    return os.environ.get("RLX_MNIST_DIR") or os.path.join(HERE, "..", "..", "shared", "data", "mnist")
-
-
-def load_mnist(d):
-    with gzip.open(os.path.join(d, "t10k-images-idx3-ubyte.gz")) as f:
-        img = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28)
-    with gzip.open(os.path.join(d, "t10k-labels-idx1-ubyte.gz")) as f:
-        lab = np.frombuffer(f.read(), np.uint8, offset=8)
-    return img, lab
 
 
 def forward(x, wc, bc, wf, bf):
@@ -197,6 +186,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     img, lab = load_mnist(mnist_dir())
+    img = img.reshape(-1, 28, 28)
     x = img.astype(np.float32) / 255.0
     y = lab.astype(np.int64)
     wts = train(x[:8000], y[:8000], a.epochs)
