@@ -31,24 +31,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import minilm_cpu as mc  # noqa: E402  (shared inputs, timing, model location)
+from bert_onnx_export import read_safetensors  # noqa: E402
 
 B, S = 32, 128
-
-
-def read_safetensors(path: str) -> dict[str, np.ndarray]:
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        base = 8 + n
-        out = {}
-        for k, v in header.items():
-            if k == "__metadata__":
-                continue
-            dt = {"F32": np.float32, "I64": np.int64}[v["dtype"]]
-            a, b = v["data_offsets"]
-            f.seek(base + a)
-            out[k.removeprefix("bert.")] = np.frombuffer(f.read(b - a), dt).reshape(v["shape"])
-        return out
 
 
 def bert_onnx(model_dir: str, path: str) -> None:

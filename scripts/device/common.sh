@@ -58,3 +58,31 @@ use_nvidia_gpu_apis() {  # on the device: loaders + glslc on the paths, NVIDIA's
   [ -n "$f" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$f
   echo "gpu APIs: VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-none} EGL vendor=${__EGL_VENDOR_LIBRARY_FILENAMES:-none} OpenCL ICD=${OCL_ICD_FILENAMES:-none}"
 }
+
+device_begin() {  # on the device, first thing of a script: $OUT, log.txt (a copy of all output), B, stamp
+  unpack_devcarry
+  OUT=${OUT:-/tmp/rlx-out}
+  mkdir -p "$OUT"
+  exec > >(tee "$OUT/log.txt") 2>&1
+  ROOT=$PWD
+  B=/tmp/rlx-device-build
+  export RLX_CACHE_DIR=/tmp/rlx-cache
+  t0=$(date +%s)
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader || true
+}
+
+stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
+
+device_build() {  # device_build TARGET...: scripts/device/CMakeLists.txt into $B (rlx_cuda_tests where GoogleTest came)
+  local targets=("$@")
+  [ -f "$ROOT/build-cuda/devcarry/lib/libgtest.a" ] || targets=("${targets[@]/rlx_cuda_tests}")
+  stamp "build: ${targets[*]}"
+  set -o pipefail
+  if ! { cmake -S scripts/device -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT="$ROOT/build-cuda/devcarry" >/dev/null &&
+         ninja -C "$B" -j "$(nproc)" ${targets[*]} 2>&1 | tail -25; }; then
+    set +o pipefail
+    stamp "build FAILED"
+    return 1
+  fi
+  set +o pipefail
+}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One call on the lent H200 (the `device` tool; see docs/devices/cuda.md): build from source, then
-#   rlx devices | cpu conformance per ISA level of the host CPU | cuda unit tests | conformance on cuda |
+#   rlx devices | cpu conformance + cpu kernel unit tests per ISA level of the host CPU | cuda unit tests | conformance on cuda |
 #   vulkan/opengl/gpu conformance on the NVIDIA drivers | attention vs PyTorch SDPA |
 #   MiniLM benchmark vs PyTorch (and on the portable GPUs) | MNIST MLP training vs PyTorch CUDA and JAX.
 # $OUT gets log.txt, the results JSONs and all.tgz (everything else: tests, ops, profiles), since
@@ -28,19 +28,13 @@ B=/tmp/rlx-device-build
 export RLX_CACHE_DIR=/tmp/rlx-cache
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 t0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader || true
 
 if has build; then
   stamp build
   unpack_devcarry
-  set -o pipefail
-  if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
-         ninja -C $B -j "$(nproc)" rlx h200_minilm h200_mnist h200_attention cpu_trainer_threads $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
-    stamp "build FAILED: stopping (nothing below would measure RLX)"
-    exit 1
-  fi
-  set +o pipefail
+  device_build rlx h200_minilm h200_mnist h200_attention cpu_trainer_threads rlx_cuda_tests rlx_cpu_isa_tests ||
+    { stamp "stopping: nothing below would measure RLX"; exit 1; }
 fi
 RLX=$B/bin/rlx
 if has devices; then
@@ -55,6 +49,11 @@ if has cpuisa; then  # another CPU kind: the cpu conformance cases at every ISA 
   for l in $levels; do
     RLX_CPU_ISA=$l RLX_NUM_THREADS=4 $RLX ops --device cpu > "$OUT/ops_cpu_$l.txt" 2>&1
     echo "RLX_CPU_ISA=$l: rc=$? $(grep -E 'conformance' "$OUT/ops_cpu_$l.txt" | tail -n 1)" | tee -a "$OUT/cpu_isa.txt"
+    if [ -x $B/bin/rlx_cpu_isa_tests ]; then  # the cpu kernel unit tests at this level
+      RLX_CPU_ISA=$l RLX_NUM_THREADS=4 $B/bin/rlx_cpu_isa_tests > "$OUT/cpu_units_$l.txt" 2>&1
+      echo "RLX_CPU_ISA=$l cpu kernel tests: rc=$? $(grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$OUT/cpu_units_$l.txt" | tr '\n' ' ')" | tee -a "$OUT/cpu_isa.txt"
+      grep -E '^\[  FAILED|^\[  SKIPPED \]' "$OUT/cpu_units_$l.txt" | head -12
+    fi
   done
 fi
 if has tests && [ -x $B/bin/rlx_cuda_tests ]; then

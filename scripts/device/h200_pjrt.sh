@@ -9,16 +9,7 @@
 # PJRT_PLUGIN overrides the plugin path; ITERS / MNIST_STEPS the run counts.
 set -u
 source "$(dirname "$0")/common.sh"
-unpack_devcarry
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
-ROOT=$PWD
-B=/tmp/rlx-device-build
-export RLX_CACHE_DIR=/tmp/rlx-cache
-t0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+device_begin
 [ -f build-cuda/devcarry/include/pjrt_c_api.h ] ||
   { echo "h200_pjrt: build-cuda/devcarry/include/pjrt_c_api.h missing (see the header of this script)"; exit 1; }
 PJRT_PLUGIN=${PJRT_PLUGIN:-$(python3 -c 'import importlib.util as u; s=u.find_spec("jax_plugins.xla_cuda13"); print(s.submodule_search_locations[0] + "/xla_cuda_plugin.so" if s else "")' 2>/dev/null)}
@@ -26,14 +17,8 @@ PJRT_PLUGIN=${PJRT_PLUGIN:-$(python3 -c 'import importlib.util as u; s=u.find_sp
 export RLX_PJRT_PLUGIN=$PJRT_PLUGIN
 # XLA's CUDA client preallocates 75% of the GPU by default; RLX's cuda runs in the same process.
 export RLX_PJRT_CLIENT_OPTIONS=${RLX_PJRT_CLIENT_OPTIONS:-preallocate=false}
-stamp "build (plugin $RLX_PJRT_PLUGIN)"
-set -o pipefail
-if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
-       ninja -C $B -j "$(nproc)" rlx graphapi_bench 2>&1 | tail -15; }; then
-  stamp "build FAILED"
-  exit 1
-fi
-set +o pipefail
+stamp "plugin $RLX_PJRT_PLUGIN"
+device_build rlx graphapi_bench || exit 1
 stamp devices
 $B/bin/rlx devices | tee "$OUT/devices.txt" | grep -E "^ *(tpu|cuda)" -A1
 stamp "ops --device tpu"

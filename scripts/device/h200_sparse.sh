@@ -7,26 +7,10 @@
 #   command: bash scripts/device/h200_sparse.sh        (M=1000 REPS=200 by default)
 set -u
 source "$(dirname "$0")/common.sh"
-unpack_devcarry
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
-ROOT=$PWD
-B=/tmp/rlx-device-build
+device_begin
 M=${M:-1000}
 REPS=${REPS:-200}
-export RLX_CACHE_DIR=/tmp/rlx-cache
-t0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader || true
-stamp build
-set -o pipefail
-if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
-       ninja -C $B -j "$(nproc)" h200_sparse 2>&1 | tail -15; }; then
-  stamp "build FAILED"
-  exit 1
-fi
-set +o pipefail
+device_build h200_sparse || exit 1
 stamp "rlx: cuSPARSE SpMV/SpMM + CG (m=$M)"
 $B/bin/h200_sparse "$OUT/rlx_rows.jsonl" "$M" "$REPS" || stamp "h200_sparse failed (rc $?)"
 stamp "cupy: same workloads"

@@ -7,11 +7,7 @@
 # Needs .whl/gsplat-1.5.3-py3-none-any.whl (carry .whl); see docs/splatting.md.
 set -u
 source "$(dirname "$0")/common.sh"
-unpack_devcarry
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+device_begin
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/gsplat-*.whl || exit 1
 export PYTHONPATH=/tmp/site
 export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=/tmp/torch_ext

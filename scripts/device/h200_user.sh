@@ -6,15 +6,8 @@
 # $OUT gets log.txt.
 set -u
 source "$(dirname "$0")/common.sh"
-unpack_devcarry
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
-B=/tmp/rlx-device-build
-export RLX_CACHE_DIR=/tmp/rlx-cache
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$PWD/build-cuda/devcarry >/dev/null && ninja -C $B -j "$(nproc)" rlx 2>&1 | tail -5 ||
-  { echo "build FAILED"; exit 1; }
+device_begin
+device_build rlx || exit 1
 RLX=$B/bin/rlx
 status=0
 for m in tiny-Q4_0 tiny-Q8_0 tiny-F16; do

@@ -41,6 +41,21 @@ std::string CLikeRenderer::flit(double v) const {
   return "(" + s + ")";
 }
 
+std::string CLikeRenderer::suffixed_flit(double v) const {
+  std::string s = CLikeRenderer::flit(v);
+  return s[0] == '(' && s.back() == ')' && s.find_first_of("NI") == std::string::npos ? "(" + s.substr(1, s.size() - 2) + "f)" : s;
+}
+
+std::string CLikeRenderer::c_ctype(DType t, bool has_f64) {
+  switch (t) {
+    case DType::f32: case DType::f16: case DType::bf16: return "float";
+    case DType::f64: return has_f64 ? "double" : "";
+    case DType::i8: case DType::u8: case DType::i16: case DType::i32: case DType::boolean: return "int";
+    case DType::i64: return "long";
+    default: return "";
+  }
+}
+
 std::string CLikeRenderer::lit(DType t, double v) const {
   char b[64];
   if (t == DType::f64 && std::isfinite(v)) {

@@ -99,11 +99,8 @@ class CppRenderer : public CLikeRenderer {
                     CppKernel& k, std::string* why) const;
 
  protected:
-  std::string cast(const std::string& type, const std::string& e) const override { return "((" + type + ")(" + e + "))"; }
-  std::string flit(double v) const override {  // f32 literals get an f suffix (1.0 would promote to double)
-    std::string s = CLikeRenderer::flit(v);
-    return s[0] == '(' && s.back() == ')' && s.find_first_of("NI") == std::string::npos ? "(" + s.substr(1, s.size() - 2) + "f)" : s;
-  }
+  std::string cast(const std::string& type, const std::string& e) const override { return c_cast(type, e); }
+  std::string flit(double v) const override { return suffixed_flit(v); }  // f32 literals get an f suffix (1.0 would promote to double)
   std::string expr(const Node& n, const std::vector<std::string>& a, const std::vector<DType>& at, DType ot) const override {
     DType t = at.empty() ? ot : at[0];
     if ((n.op == OpKind::Max || n.op == OpKind::Min) && t == DType::f32) {  // the cpu evaluator's form

@@ -14,22 +14,11 @@ namespace {
 class HexagonRenderer : public CLikeRenderer {
  public:
   std::string language() const override { return "hexagon"; }
-  std::string ctype(DType t) const override {
-    switch (t) {
-      case DType::f32: case DType::f16: case DType::bf16: return "float";
-      case DType::f64: return "double";
-      case DType::i8: case DType::u8: case DType::i16: case DType::i32: case DType::boolean: return "int";
-      case DType::i64: return "long";
-      default: return "";
-    }
-  }
+  std::string ctype(DType t) const override { return c_ctype(t, true); }
 
  protected:
-  std::string cast(const std::string& type, const std::string& e) const override { return "((" + type + ")(" + e + "))"; }
-  std::string flit(double v) const override {
-    std::string s = CLikeRenderer::flit(v);
-    return s[0] == '(' && s.back() == ')' && s.find_first_of("NI") == std::string::npos ? "(" + s.substr(1, s.size() - 2) + "f)" : s;
-  }
+  std::string cast(const std::string& type, const std::string& e) const override { return c_cast(type, e); }
+  std::string flit(double v) const override { return suffixed_flit(v); }
 
   static std::string storage(DType t) {
     switch (t) {

@@ -73,7 +73,7 @@ class HlslRenderer : public CLikeRenderer {
   }
 
  protected:
-  std::string cast(const std::string& type, const std::string& e) const override { return "((" + type + ")(" + e + "))"; }
+  std::string cast(const std::string& type, const std::string& e) const override { return c_cast(type, e); }
 
   std::string prelude(const std::vector<KernelArg>& args) const override {
     std::ostringstream os;

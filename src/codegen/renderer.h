@@ -52,6 +52,13 @@ class CLikeRenderer {
   virtual bool shared_in_body() const = 0;  // OpenCL __local lives inside the kernel, GLSL shared outside
   virtual std::string cast(const std::string& type, const std::string& e) const = 0;
   virtual std::string flit(double v) const;  // float literal in the compute type of f32
+  // C spellings several languages share: ((T)(e)) casts; f32 literals with an f suffix ("(0.5f)",
+  // so an f32 expression is not promoted to double); the C compute types (float for the float
+  // storage types below f64, double where the language has it, int for the small integers and
+  // bool, long for i64).
+  static std::string c_cast(const std::string& type, const std::string& e) { return "((" + type + ")(" + e + "))"; }
+  std::string suffixed_flit(double v) const;
+  static std::string c_ctype(DType t, bool has_f64);
   // Last step of render(): a language whose syntax is not C-like (WGSL) rewrites the assembled
   // source here; the others keep it as it is.
   virtual void finish(RenderedKernel&) const {}
