@@ -22,6 +22,7 @@
 #include "test_codegen_common.h"
 #include "mlp_losses.h"
 #include "test_util.h"
+#include "minilm_embed.h"
 #include "train/train.h"
 
 using namespace rlx;
@@ -29,11 +30,10 @@ using namespace rlx::models;
 
 namespace {
 
-const std::vector<std::string> kGraphApiDevices = {"tpu", "mlx"};
+using rlx_test::minilm_embed;
+using rlx_test::secs_since;
 
-double secs_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+const std::vector<std::string> kGraphApiDevices = {"tpu", "mlx"};
 
 Graph softmax_graph() {
   Graph g;
@@ -107,23 +107,6 @@ TEST(GraphApi, ResidentFeedbackStaysOnTheDevice) {
 }
 
 namespace {
-
-Tensor minilm_embed(const std::string& dir, const std::string& device, int64_t layers,
-                    const std::vector<std::string>& sentences) {
-  HfModelDir m = HfModelDir::open(dir);
-  BertConfig cfg = BertConfig::from_json(m.config, dir);
-  if (layers > 0) cfg.layers = layers;
-  WordPieceTokenizer tok = WordPieceTokenizer::from_dir(m.model_dir);
-  BertGraphOptions opt;
-  opt.pooling = "mean";
-  opt.normalize = true;
-  CompileOptions co;
-  co.device = device;
-  co.verify = false;
-  CompiledModel model(build_bert_graph(cfg, m.weights, opt), co);
-  BatchEncoding enc = tok.encode_batch(sentences, 128);
-  return model.run({enc.input_ids, enc.attention_mask, enc.token_type_ids})[0];
-}
 
 using rlx_test::mlp_losses;  // unit/mlp_losses.h
 

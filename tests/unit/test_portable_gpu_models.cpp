@@ -22,6 +22,7 @@
 #include "rlx/session.h"
 #include "mlp_losses.h"
 #include "test_util.h"
+#include "minilm_embed.h"
 #include "train/train.h"
 
 using namespace rlx;
@@ -29,6 +30,8 @@ using namespace rlx::models;
 
 namespace {
 
+using rlx_test::minilm_embed;
+using rlx_test::secs_since;
 using rlx_test::cosine;
 
 std::vector<std::string> runnable_gpus(std::vector<std::string> want = {"vulkan", "opengl", "gpu"}) {
@@ -44,10 +47,6 @@ std::vector<std::string> runnable_gpus(std::vector<std::string> want = {"vulkan"
 }
 const std::vector<std::string> kGlsl = {"vulkan", "opengl"};
 const std::vector<std::string> kShaders = {"webgpu", "directx"};  // WGSL (wgpu-native), HLSL (as SPIR-V on Vulkan)
-
-double secs_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -87,27 +86,6 @@ TEST(PortableGpuModels, I64IsNarrowedOnGlslDevices) {
 }
 
 namespace {
-
-// MiniLM with its first `layers` layers on `sentences`, pooled + normalized, on `device`.
-Tensor minilm_embed(const std::string& dir, const std::string& device, int64_t layers,
-                    const std::vector<std::string>& sentences, double* seconds) {
-  HfModelDir m = HfModelDir::open(dir);
-  BertConfig cfg = BertConfig::from_json(m.config, dir);
-  if (layers > 0) cfg.layers = layers;
-  WordPieceTokenizer tok = WordPieceTokenizer::from_dir(m.model_dir);
-  BertGraphOptions opt;
-  opt.pooling = "mean";
-  opt.normalize = true;
-  CompileOptions co;
-  co.device = device;
-  co.verify = false;
-  auto t0 = std::chrono::steady_clock::now();
-  CompiledModel model(build_bert_graph(cfg, m.weights, opt), co);
-  BatchEncoding enc = tok.encode_batch(sentences, 128);
-  Tensor r = model.run({enc.input_ids, enc.attention_mask, enc.token_type_ids})[0];
-  if (seconds) *seconds = secs_since(t0);
-  return r;
-}
 
 void expect_minilm_matches_cpu(int64_t layers, const std::vector<std::string>& sentences,
                                const std::vector<std::string>& devices) {
