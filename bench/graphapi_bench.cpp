@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 
+#include "bench_util.h"
 #include "models/mlp.h"
 #include "rlx/builder.h"
 #include "rlx/device.h"
@@ -27,6 +28,9 @@
 using namespace rlx;
 
 namespace {
+
+using rlx_bench::pct;
+using rlx_bench::split;
 
 constexpr int64_t kSeq = 128, kHidden = 384, kHeads = 12, kLayers = 6, kFfn = 1536, kVocab = 30522;
 
@@ -68,17 +72,6 @@ Graph minilm(int64_t B) {
   return g;
 }
 
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1))];
-}
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) r.push_back(x);
-  return r;
-}
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench_util.h"
 #include "rlx/builder.h"
 #include "rlx/npy.h"
 #include "rlx/session.h"
@@ -25,6 +26,9 @@
 using namespace rlx;
 
 namespace {
+
+using rlx_bench::pct;
+using rlx_bench::split;
 
 constexpr int64_t kSeq = 128, kHidden = 384, kHeads = 12, kLayers = 6;
 
@@ -61,19 +65,6 @@ Graph build(const Weights& w, DType dt, int64_t B) {
   }
   b.output(x);
   return g;
-}
-
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1))];
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) r.push_back(x);
-  return r;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <random>
 #include <sstream>
 
+#include "bench_util.h"
 #include "models/mlp.h"
 #include "rlx/session.h"
 #include "runtime/backend.h"
@@ -30,19 +31,8 @@ using namespace rlx;
 
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> r;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, sep))
-    if (!x.empty()) r.push_back(x);
-  return r;
-}
-
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1))];
-}
+using rlx_bench::pct;
+using rlx_bench::split;
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   double e = 0;
