@@ -17,6 +17,7 @@
 #include "test_util.h"
 
 using namespace rlx;
+using rlx_test::max_rel_diff;
 
 namespace {
 
