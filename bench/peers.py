@@ -15,12 +15,14 @@ reason (import error, compile error, no training API, ...).
 Timing: each (system, variant) runs in a fresh child process per round and times the wall time of
 the call (warm-up calls first, then N timed calls; p50/p90). The rounds alternate the systems
 (rotating the order) because the machine is shared: a row reports the median over rounds of the
-p50s (and of the p90s) and the 1-minute load average seen before each round. Every system's embeddings are checked
+p50s (and of the p90s), the best round's p50 (the least disturbed one) and the 1-minute load
+average seen before each round, over 5 rounds by default so that one loaded round cannot decide a
+row. Every system's embeddings are checked
 against a NumPy evaluation of the same encoder (min cosine, max abs error in the JSON).
 
 Writes bench/results/peers_cpu.json and its chart bench/results/plots/peers_cpu.png (bench/plot.py).
 
-  python3 bench/peers.py [--rounds 3] [--runs 20] [--warmup 3] [--systems rlx,onnxruntime,...]
+  python3 bench/peers.py [--rounds 5] [--runs 20] [--warmup 3] [--systems rlx,onnxruntime,...]
       [--workloads minilm_1x16,minilm_1x128,minilm_32x128,mnist] [--python-for SYSTEM=PATH ...]
       [--rlx build/bin/rlx] [--rlx-bench-bin build/bin/rlx_bench_minilm_cpu] [--threads N]
 The peers are bench dependencies (bench/requirements-peers.txt), installed in a venv: the peer
@@ -187,7 +189,7 @@ def rlx_version(rlx_bin):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=20, help="timed calls per cell (fewer when --budget-s is reached)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=20.0, help="time budget of one cell's timed calls")
@@ -315,7 +317,8 @@ def report(a, systems, results, workloads, tmp, state, quiet=False):
             if (system, variant, x) in med:
                 p50, p90 = med[(system, variant, x)]
                 row.update(p50_ms=round(p50, 3), p90_ms=round(p90, 3), ratio_to_rlx=round(p50 / best_rlx[x], 3),
-                           rounds_p50_ms=[round(v, 3) for v in st["p50"][x]], n_timed=st["n"][x],
+                           rounds_p50_ms=[round(v, 3) for v in st["p50"][x]],
+                           best_round_p50_ms=round(min(st["p50"][x]), 3), n_timed=st["n"][x],
                            load_avg_1m=st["load"][x])
                 if x in st["agree"]:
                     row["agreement_vs_numpy"] = st["agree"][x]

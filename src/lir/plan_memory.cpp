@@ -64,6 +64,40 @@ void plan_memory(LirProgram& p) {
       break;
     }
   }
+  // A concatenate marked lir_concat_in_place (the concat-in-place pass): each operand joins the
+  // output's slot at its byte offset in the output, when the operand is an arena temporary of its
+  // own (no in-place chain, no view of it) that dies at the concat. The kernel is then in_place.
+  std::vector<int64_t> delta(nb, 0);
+  for (int k = 0; k < static_cast<int>(p.kernels.size()); ++k) {
+    auto& kr = p.kernels[k];
+    if (kr.kind != KernelKind::Library || kr.op != OpKind::Concatenate || !kr.attrs.count("lir_concat_in_place") ||
+        kr.out.size() != 1)
+      continue;
+    const int o = kr.out[0];
+    if (p.buffers[o].kind != BufferKind::Arena) continue;
+    std::vector<int> chained(nb, 0);  // members of each in-place chain
+    for (int b = 0; b < nb; ++b)
+      if (p.buffers[b].kind == BufferKind::Arena) ++chained[root(parent, b)];
+    bool ok = true;
+    int64_t off = 0;
+    std::vector<int64_t> at;
+    for (size_t i = 0; ok && i < kr.in.size(); ++i) {
+      const int b = kr.in[i];
+      const auto& ib = p.buffers[b];
+      ok = ib.kind == BufferKind::Arena && ib.last == k && ib.def < k && root(parent, b) == b && chained[b] == 1 &&
+           delta[b] == 0 && b != o;
+      for (int v = 0; ok && v < nb; ++v) ok = !(p.buffers[v].kind == BufferKind::View && base(v) == b);
+      for (size_t j = 0; ok && j < i; ++j) ok = kr.in[j] != b;
+      at.push_back(off);
+      off += ib.bytes();
+    }
+    if (!ok || off != p.buffers[o].bytes() || delta[o] != 0) continue;
+    for (size_t i = 0; i < kr.in.size(); ++i) {
+      parent[kr.in[i]] = root(parent, o);
+      delta[kr.in[i]] = at[i];
+    }
+    kr.in_place = true;
+  }
   struct Slot {
     int64_t size = 0;
     int def = 1 << 30, last = -1;
@@ -77,7 +111,7 @@ void plan_memory(LirProgram& p) {
     if (lb.kind != BufferKind::Arena) continue;
     p.naive_bytes += align(lb.bytes());
     Slot& s = slots[root(parent, b)];
-    s.size = std::max(s.size, align(lb.bytes()));
+    s.size = std::max(s.size, align(delta[b] + lb.bytes()));
     s.def = std::min(s.def, lb.def < 0 ? 0 : lb.def);
     s.last = std::max(s.last, lb.last);
     s.members.push_back(b);
@@ -111,7 +145,7 @@ void plan_memory(LirProgram& p) {
     }
     placed.push_back(s);
     p.arena_bytes = std::max(p.arena_bytes, slots[s].offset + slots[s].size);
-    for (int m : slots[s].members) p.buffers[m].offset = slots[s].offset;
+    for (int m : slots[s].members) p.buffers[m].offset = slots[s].offset + delta[m];
   }
 }
 

@@ -55,11 +55,12 @@ std::string library_line(const LirProgram& p, const LirKernel& k) {
   return node_lines(print_graph(g)).at(0);
 }
 
-// A kernel a backend's LIR pass rewrote (attrs cpu_* / cuda_*): its inputs follow the backend's
-// kernel, so it prints as-is (not through the op table); parse_lir does not read it back.
+// A kernel a backend's LIR pass rewrote (attrs cpu_* / cuda_*; lir_*: a request to the memory
+// planner): its inputs follow the backend's kernel, so it prints as-is (not through the op table);
+// parse_lir does not read it back.
 bool backend_form(const LirKernel& k) {
   for (auto& [key, v] : k.attrs)
-    if (key.rfind("cpu_", 0) == 0 || key.rfind("cuda_", 0) == 0) return true;
+    if (key.rfind("cpu_", 0) == 0 || key.rfind("cuda_", 0) == 0 || key.rfind("lir_", 0) == 0) return true;
   return false;
 }
 
@@ -95,7 +96,7 @@ std::string backend_line(const LirProgram& p, const LirKernel& k) {
     os << (first ? "" : ", ") << key << "=" << attr_text(v);
     first = false;
   }
-  os << "}";
+  os << "}" << (k.in_place ? " in_place" : "");
   if (!k.origin.empty()) os << "  # " << k.origin;
   return os.str();
 }

@@ -11,10 +11,13 @@
 #include "rlx/builder.h"
 #include "rlx/device.h"
 #include "rlx/lir.h"
+#include "rlx/reference.h"
 #include "rlx/session.h"
 #include "runtime/backend.h"
+#include "test_util.h"
 
 using namespace rlx;
+using rlx_test::max_rel_diff;
 
 namespace {
 
@@ -342,4 +345,66 @@ TEST(LirRewrite, ExportedProjectionBiasResidualNormIntoOneLinear) {
   auto want = make_executable("cpu", raw)->run({xi, ri});
   auto got = make_executable("cpu", p)->run({xi, ri});
   for (int64_t i = 0; i < want[0].numel(); ++i) EXPECT_NEAR(got[0].get(i), want[0].get(i), 1e-4);
+}
+
+namespace {
+
+// Two convs of x [N,2,6,6] (3 and 4 channels) concatenated on the channels, then a ReLU; with
+// `also_out`, the first conv is a program output too (so it is not the concat's alone).
+Graph two_convs_concat(int64_t N, bool also_out) {
+  Graph g;
+  Builder b(g);
+  auto x = b.input("x", DType::f32, {N, 2, 6, 6});
+  Attrs pad{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  auto c1 = b.op1(OpKind::Conv, {x, b.constant(rnd({Dim(3), Dim(2), Dim(3), Dim(3)}, 1))}, pad);
+  auto c2 = b.op1(OpKind::Conv, {x, b.constant(rnd({Dim(4), Dim(2), Dim(1), Dim(1)}, 2))});
+  b.output(b.relu(b.op1(OpKind::Concatenate, {c1, c2}, {{"axis", int64_t{1}}})));
+  if (also_out) b.output(c1);
+  return g;
+}
+
+}  // namespace
+
+// concat-in-place: at batch 1 the planner puts both conv outputs inside the concat's output (the
+// kernel is in_place and the printed schedule says so); at batch 2, or where an operand is also an
+// output, nothing is marked or moved.
+TEST(LirRewrite, ConcatInPlacePlacesOperandsInsideTheOutput) {
+  LirProgram p = lower(two_convs_concat(1, false));
+  EXPECT_EQ(run_pass(p, "concat-in-place"), 1);
+  const LirKernel* cat = first(p, OpKind::Concatenate);
+  ASSERT_NE(cat, nullptr);
+  EXPECT_TRUE(cat->in_place);
+  const LirBuffer &y = p.buffers[cat->out[0]], &a = p.buffers[cat->in[0]], &b = p.buffers[cat->in[1]];
+  EXPECT_EQ(a.offset, y.offset);
+  EXPECT_EQ(b.offset, y.offset + a.bytes());
+  EXPECT_EQ(a.bytes() + b.bytes(), y.bytes());
+  EXPECT_NE(print_lir(p).find("lir_concat_in_place=1} in_place"), std::string::npos) << print_lir(p);
+
+  LirProgram p2 = lower(two_convs_concat(2, false));
+  EXPECT_EQ(run_pass(p2, "concat-in-place"), 0);
+  EXPECT_FALSE(first(p2, OpKind::Concatenate)->in_place);
+  LirProgram p3 = lower(two_convs_concat(1, true));
+  EXPECT_EQ(run_pass(p3, "concat-in-place"), 0);
+}
+
+// The cpu schedule runs it: the same values as the reference, with and without the pass, and the
+// profile names the concat that copied nothing.
+TEST(LirRewrite, ConcatInPlaceOnCpuMatchesTheReference) {
+  for (int64_t N : {1, 2}) {
+    Graph g = two_convs_concat(N, false);
+    std::vector<Tensor> in{rnd({Dim(N), Dim(2), Dim(6), Dim(6)}, 7)};
+    auto want = reference_run(g, in);
+    rlx_test::ScopedEnv profile("RLX_PROFILE", "1");
+    CompiledModel cm(g, CompileOptions{});
+    cm.run(in);
+    auto got = cm.run(in);
+    EXPECT_LE(max_rel_diff(got[0], want[0]), 1e-5) << "N=" << N;
+    const bool in_place = cm.profile().find("concatenate(in place)") != std::string::npos;
+    EXPECT_EQ(in_place, N == 1) << cm.profile();
+    rlx_test::ScopedEnv off("RLX_CPU_CONCAT_IN_PLACE", "0");
+    CompiledModel plain(g, CompileOptions{});
+    auto copied = plain.run(in);
+    EXPECT_EQ(max_rel_diff(copied[0], got[0]), 0.0) << "N=" << N;
+    EXPECT_EQ(plain.profile().find("(in place)"), std::string::npos) << plain.profile();
+  }
 }

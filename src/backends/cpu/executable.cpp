@@ -79,6 +79,7 @@ class CpuExecutable : public Executable {
       std::string label = k.label();  // fused forms the LIR passes made get their own profile rows
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
+      if (k.kind == KernelKind::Library && k.in_place) label += "(in place)";
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
       if (k.attrs.count("cpu_epi")) (label += "+") += attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");
       if (k.attrs.count("cpu_rows") && label.rfind("fused", 0) == 0) label = "rows" + label.substr(5);
@@ -289,7 +290,8 @@ class CpuExecutable : public Executable {
 
 // The cpu backend's LIR schedule: which shared passes (src/lir/rewrite) it runs, and what its
 // kernels can absorb. The GEMM-epilogue passes need the packed AVX2 GEMM (the kernels that read
-// their attrs); RLX_CPU_FUSE=0 runs none, RLX_CPU_BIASGRAD=0 / RLX_CPU_ROWS=0 leave one out.
+// their attrs); RLX_CPU_FUSE=0 runs none, RLX_CPU_BIASGRAD=0 / RLX_CPU_ROWS=0 /
+// RLX_CPU_CONCAT_IN_PLACE=0 leave one out.
 LirSchedule cpu_schedule() {
   LirSchedule s;
   if (!env_on("RLX_CPU_FUSE", true)) return s;
@@ -299,6 +301,7 @@ LirSchedule cpu_schedule() {
   }
   if (env_on("RLX_CPU_ROWS", true)) s.passes.push_back("row-regions");
   s.passes.push_back("conv-epilogue");
+  if (env_on("RLX_CPU_CONCAT_IN_PLACE", true)) s.passes.push_back("concat-in-place");
   s.absorbs.conv = [](const LirKernel& d, const LirProgram& p) {
     return cpu::conv_f32_supported(Node{d.op, {}, {}, d.attrs, ""}, p.buffers[d.in[0]].type, p.buffers[d.in[1]].type,
                                    p.buffers[d.out[0]].type);

@@ -103,7 +103,9 @@ void concatenate(const Node& n, const std::vector<Tensor>& in, std::vector<Tenso
   parallel_for(items, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, row / parts)), [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
       const int64_t r0 = i / parts, p = i % parts;
-      if (len[p]) std::memcpy(Y + r0 * row + off[p], static_cast<const char*>(in[p].raw()) + r0 * len[p], len[p]);
+      const char* src = static_cast<const char*>(in[p].raw()) + r0 * len[p];
+      if (src == Y + r0 * row + off[p]) continue;  // planned in place (concat-in-place): already there
+      if (len[p]) std::memcpy(Y + r0 * row + off[p], src, len[p]);
     }
   });
 }

@@ -52,6 +52,10 @@ const std::vector<LirPass>& lir_passes() {
        "row-wise kernels around a last-axis reduction over [R,C] -> one row kernel (cpu_rows)", pass_row_regions},
       {"conv-epilogue",
        "conv -> per-channel affine / residual / clamp region -> the conv's epilogue (cpu_epi)", pass_conv_epilogue},
+      {"concat-in-place",
+       "concatenate of contiguous, once-read operands -> the planner places them inside its output "
+       "(lir_concat_in_place; nothing is copied)",
+       pass_concat_in_place},
       {"reorder-row-regions", "backend launch planning: row-local kernels of a run ahead of its cross-row tail",
        reorder_row_regions},
       {"grid-layout", "backend layout: every arena buffer its own bytes and sinks last, for one persistent launch",
