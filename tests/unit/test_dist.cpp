@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <functional>
 #include <memory>
 #include <random>
@@ -409,6 +411,54 @@ TEST(DistMpi, TrainMnistUnderLaunchIsDataParallel) {
   size_t n = 0;
   for (size_t at = dp.out.find("epoch 1:"); at != std::string::npos; at = dp.out.find("epoch 1:", at + 1)) ++n;
   EXPECT_EQ(n, 1u) << "only rank 0 reports:\n" << dp.out;
+}
+
+// Fault then resume: `rlx launch -n 2 -- rlx train-mnist --checkpoint-every 5` with rank 1 SIGKILLed
+// mid-run ends non-zero within the timeout naming rank 1; `--resume` from the checkpoint written
+// before the fault finishes the run, and the loss of every step (the metrics log, last row per
+// step) and the epoch report equal an uninterrupted 2-rank run's exactly.
+TEST(DistMpi, KilledTrainingResumesFromItsCheckpoint) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  RLX_REQUIRE_DIR("/usr/share/datasets/fashion-mnist");
+  const std::string tmp = ::testing::TempDir() + "/dist_resume_" + std::to_string(getpid());
+  std::system(("rm -rf " + tmp + " && mkdir -p " + tmp).c_str());
+  const std::string launch = std::string(RLX_BIN) + " launch -n 2 -- rlx train-mnist --data fashion --epochs 1 "
+                             "--max-steps 20 --batch 64 --quiet --plot none ";
+  const std::string ckpt = " --checkpoint-every 5 --checkpoint " + tmp + "/c.safetensors --metrics " + tmp + "/b.csv";
+  ProcRun whole = sh(launch + "--checkpoint none --metrics " + tmp + "/a.csv");
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  // Rank 1 dies entering its 45th collective (a few per step: past the step-10 checkpoint, before step 20).
+  ProcRun killed = sh("RLX_DIST_TIMEOUT_S=3 RLX_DIST_KILL_AT=1:45 " + launch + ckpt);
+  EXPECT_NE(killed.code, 0) << killed.out;
+  EXPECT_NE(killed.out.find("[dist] rank 0: all_reduce #"), std::string::npos) << killed.out;
+  EXPECT_NE(killed.out.find("rank 1 (pid "), std::string::npos) << killed.out;
+  EXPECT_EQ(killed.out.find("epoch 1:"), std::string::npos) << "the killed run must not finish:\n" << killed.out;
+  EXPECT_LT(killed.seconds, 25) << killed.out;
+  ProcRun resumed = sh(launch + ckpt + " --resume " + tmp + "/c.safetensors");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed: "), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("(step 0 in all)"), std::string::npos) << "resumed from no progress:\n" << resumed.out;
+  auto losses = [](const std::string& csv) {  // step -> loss text, the last row of each step
+    std::map<int, std::string> m;
+    std::ifstream f(csv);
+    for (std::string line; std::getline(f, line);) {
+      if (line.rfind("step,", 0) != 0) continue;
+      size_t a = line.find(',', 5), b = line.find(',', a + 1), c = line.find(',', b + 1);
+      m[std::stoi(line.substr(5, a - 5))] = line.substr(b + 1, c - b - 1);
+    }
+    return m;
+  };
+  auto want = losses(tmp + "/a.csv"), got = losses(tmp + "/b.csv");
+  ASSERT_EQ(want.size(), 20u);
+  EXPECT_EQ(got, want);
+  auto report = [](const std::string& out) {
+    size_t at = out.find("epoch 1: train loss");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(", ", out.find("test acc", at)) - at);
+  };
+  EXPECT_EQ(report(resumed.out), report(whole.out)) << resumed.out;
+  EXPECT_NE(report(whole.out), "(none)") << whole.out;
+  EXPECT_NE(sh("pgrep -f 'rlx train-mnis[t] --data fashion --epochs 1 --max-steps 20'").code, 0) << "orphan ranks remain";
+  std::system(("rm -rf " + tmp).c_str());
 }
 
 TEST(DistMpi, TensorParallelMiniLMEmbeddingsEqualOneProcess) {
