@@ -1,6 +1,7 @@
 // One rank of the multi-process tests (tests/unit/test_dist.cpp runs it under mpirun -n 2):
 //   collectives  every collective op through the MPI transport vs reference_collective
 //   tp-mlp       a Megatron TP MLP (shard_tensor_parallel, preset mlp) vs the unsharded graph
+//   tp-llama DIR the llama preset on a small HF decoder: logits and K/V vs the unsharded graph
 //   dp-mlp       data-parallel SGD on Fashion-MNIST (gradients all-reduced in the graph) vs one process
 //   mismatch     rank 1 compiles a graph of another shape: the start-up hash check must fail
 //   fault [tag]  a loop of all_reduce (the tag only names the run, for pgrep); RLX_DIST_KILL_AT / RLX_DIST_STOP_AT kills or stops one rank, the other must fail cleanly
@@ -14,6 +15,7 @@
 #include "data/idx.h"
 #include "dist/communicator.h"
 #include "models/mlp.h"
+#include "tiny_llama.h"
 #include "train/pipeline_parallel.h"
 #include "train/train.h"
 #include "passes/shard.h"
@@ -243,9 +245,23 @@ int fault(dist::Communicator& c) {
 
 }  // namespace
 
+int tp_llama(dist::Communicator& c, const std::string& dir) {
+  std::vector<Tensor> in;
+  Graph full = testing::tiny_llama_step(dir, 2, 5, &in);
+  ShardReport rep;
+  Graph part = shard_tensor_parallel(full, "llama", c.size(), c.rank(), &rep);
+  if (c.rank() == 0) std::fputs(rep.str().c_str(), stdout);
+  std::vector<Tensor> want = CompiledModel(full, CompileOptions{}).run(in);  // no collectives: each rank alone
+  std::vector<Tensor> got = CompiledModel(part, CompileOptions{}).run(in);
+  double d = 0;
+  for (size_t i = 0; i < want.size(); ++i) d = std::max(d, max_diff(got.at(i), want[i]));
+  std::printf("[worker] rank %d: tp-llama max |diff| %.3g over logits and K/V\n", c.rank(), d);
+  return check(d < 2e-5 && rep.vocab_parallel == 2 && rep.row == 4, c.rank(), "tp-llama");
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: rlx_dist_worker collectives|tp-mlp|dp-mlp|pp-mlp [gpipe|1f1b]|mismatch|fault\n");
+    std::fprintf(stderr, "usage: rlx_dist_worker collectives|tp-mlp|tp-llama DIR|dp-mlp|pp-mlp [gpipe|1f1b]|mismatch|fault\n");
     return 2;
   }
   try {
@@ -258,6 +274,7 @@ int main(int argc, char** argv) {
     std::string s = argv[1];
     if (s == "collectives") return collectives(c);
     if (s == "tp-mlp") return tp_mlp(c);
+    if (s == "tp-llama" && argc > 2) return tp_llama(c, argv[2]);
     if (s == "dp-mlp") return dp_mlp(c);
     if (s == "pp-mlp") return pp_mlp(c, argc > 2 ? argv[2] : "1f1b");
     if (s == "mismatch") return mismatch(c);
