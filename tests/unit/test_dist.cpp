@@ -401,6 +401,19 @@ TEST(DistMpi, TensorParallelLlamaLogitsEqualOneProcess) {
   EXPECT_NE(r.out.find("rank 1: tp-llama ok"), std::string::npos) << r.out;
 }
 
+// A DP×PP mesh over Open MPI: 4 processes, 2 replicas of a 2-stage pipeline (ranks 0,1 and 2,3),
+// each stage's gradient all-reduced over its replica group ({0,2}, {1,3}).
+TEST(DistMpi, DataParallelTimesPipelineMeshLossCurveEqualsOneProcess) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  RLX_REQUIRE_DIR("/usr/share/datasets/fashion-mnist");
+  ProcRun r = sh(mpirun(4) + RLX_DIST_WORKER " pp-mlp 1f1b 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (int k = 0; k < 4; ++k)
+    EXPECT_NE(r.out.find("rank " + std::to_string(k) + ": pp-mlp ok"), std::string::npos) << k << "\n" << r.out;
+  EXPECT_NE(r.out.find("rank 2 (replica 1, stage 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 3 (replica 1, stage 1)"), std::string::npos) << r.out;
+}
+
 TEST(DistMpi, MismatchedGraphsAreDetectedAtStartUp) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=20") + RLX_DIST_WORKER " mismatch");
