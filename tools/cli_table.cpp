@@ -68,7 +68,7 @@ std::vector<Command> make_table() {
                         "model, small ones' values) specialize the model"),
              integer("tp", "N", "shard for N tensor-parallel ranks first (shard-tensor-parallel; prints every "
                      "inserted collective with its byte count)", "1", at_least(1)),
-             text("tp-preset", "P", "the Linear roles: mlp, bert, or a pattern of C, R, - (docs/distributed.md)", "mlp"),
+             text("tp-preset", "P", "the Linear roles: mlp, bert, llama (with vocab-parallel embedding and LM head), or a pattern of C, R, - (docs/distributed.md)", "mlp"),
              integer("tp-rank", "R", "which rank's part to compile", "0", at_least(0)),
              path("out", "DIR", "write the device's project into DIR (cortexm: the firmware's C project, "
                   "docs/devices/cortexm.md; fpga: SystemVerilog, ROM images, Verilator testbench, Makefile, "

@@ -107,6 +107,7 @@ class Metrics {
     f_ = std::fopen(path.c_str(), fresh ? "w" : "a");
     RLX_CHECK(f_, "[train-mnist] cannot write the metrics log '", path, "'");
     if (fresh) std::fprintf(f_, "kind,step,epoch,loss,lr,train_loss,train_acc,test_acc\n");
+    flush();
   }
   ~Metrics() { close(); }
   void step(int64_t step, double epoch, double loss, double lr) {
@@ -116,6 +117,11 @@ class Metrics {
     if (!f_) return;
     std::fprintf(f_, "epoch,%lld,%d,,,%.9g,%.9g,%.9g\n", (long long)step, epoch, train_loss, train_acc, test_acc);
     std::fflush(f_);
+  }
+  // Written with every checkpoint, so the log holds at least the steps the checkpoint holds when
+  // the process dies later (a killed rank ends the run without unwinding).
+  void flush() {
+    if (f_) std::fflush(f_);
   }
   void close() {
     if (f_) std::fclose(f_);
@@ -290,6 +296,7 @@ int cmd_train_mnist(const Args& a) {
   auto save = [&](const char* why) {
     if (ckpt == "none") return;
     tr.save(ckpt, loop_meta(st));
+    metrics.flush();
     std::printf("checkpoint: %s (%s, step %lld)\n", ckpt.c_str(), why, (long long)tr.step_count());
   };
   for (; st.epoch < epochs && !stopped; ++st.epoch) {

@@ -217,12 +217,23 @@ PipelineTrainer::PipelineTrainer(const Graph& loss_fn, const std::vector<Tensor>
                                  PipelineConfig cfg, LrSchedule sched, CompileOptions copts)
     : opt_(std::move(opt)), cfg_(cfg), sched_(std::move(sched)) {
   dist::Communicator& comm = dist::current();
-  const int S = comm.size();
-  stage_ = comm.rank();
+  RLX_CHECK(cfg_.data_parallel >= 1 && comm.size() % cfg_.data_parallel == 0, "[pipeline] ", comm.size(),
+            " ranks do not form ", cfg_.data_parallel, " data-parallel replicas of a pipeline");
+  const int S = comm.size() / cfg_.data_parallel;
+  stage_ = comm.rank() % S;
+  replica_ = comm.rank() / S;
   RLX_CHECK(cfg_.microbatches >= 1 && cfg_.microbatches <= 255, "[pipeline] micro-batches must be 1..255, got ",
             cfg_.microbatches);
   const int num_params = static_cast<int>(init.size());
   plan_ = split_pipeline(loss_fn, num_params, S);
+  for (int d = 0; d < cfg_.data_parallel; ++d) {  // the mesh's two partitions of the world
+    pipeline_groups_.groups.emplace_back();
+    for (int st = 0; st < S; ++st) pipeline_groups_.groups.back().push_back(d * S + st);
+  }
+  for (int st = 0; st < S; ++st) {
+    replica_groups_.groups.emplace_back();
+    for (int d = 0; d < cfg_.data_parallel; ++d) replica_groups_.groups.back().push_back(d * S + st);
+  }
   num_outputs_ = static_cast<int>(loss_fn.outputs.size());
   num_params_ = num_params;
   num_data_ = static_cast<int>(loss_fn.inputs.size()) - num_params;
@@ -308,11 +319,11 @@ void PipelineTrainer::forward(int m, const std::vector<std::vector<Tensor>>& mic
   acts.clear();
   for (int j = 0; j < P.acts_in; ++j) {
     acts.push_back(alloc(F.type(F.inputs[np + static_cast<size_t>(j)])));
-    recv_into(acts.back(), stage_ - 1, tag_of(m, j, false));
+    recv_into(acts.back(), peer(stage_ - 1), tag_of(m, j, false));
   }
   if (!fwd_.empty()) {
     auto outs = fwd_[0].run(inputs_of(m, micro));
-    for (int j = 0; j < P.acts_out; ++j) send_of(outs[static_cast<size_t>(j)], stage_ + 1, tag_of(m, j, false));
+    for (int j = 0; j < P.acts_out; ++j) send_of(outs[static_cast<size_t>(j)], peer(stage_ + 1), tag_of(m, j, false));
   }
   order_ += "F" + std::to_string(m) + " ";
 }
@@ -325,21 +336,52 @@ void PipelineTrainer::backward(int m, const std::vector<std::vector<Tensor>>& mi
     for (int j = 0; j < P.acts_out; ++j)
       if (is_float(out_types_[static_cast<size_t>(j)].dtype)) {
         in.push_back(alloc(out_types_[static_cast<size_t>(j)]));
-        recv_into(in.back(), stage_ + 1, tag_of(m, j, true));
+        recv_into(in.back(), peer(stage_ + 1), tag_of(m, j, true));
       }
   auto r = bwd_[0].run(in);
   size_t at = 0;
   if (last)
     for (int k = 0; k < num_outputs_; ++k) outs_sum_[static_cast<size_t>(k)] += r[at++].get(0);
   for (auto& g : grads_) add_into(g, r[at++]);
-  for (int j : float_in_) send_of(r[at++], stage_ - 1, tag_of(m, j, true));
+  for (int j : float_in_) send_of(r[at++], peer(stage_ - 1), tag_of(m, j, true));
   stash_[static_cast<size_t>(m)].clear();
   order_ += "B" + std::to_string(m) + " ";
 }
 
+// The stage's gradients summed over its replicas in ONE all_reduce (every rank of the mesh calls it
+// once per step, whatever its stage owns): packed into one buffer of their dtype (f64 if they differ).
+void PipelineTrainer::all_reduce_gradients() {
+  bool same = true;
+  int64_t n = 0;
+  for (auto& g : grads_) {
+    same = same && g.dtype() == grads_[0].dtype();
+    n += g.numel();
+  }
+  const DType dt = grads_.empty() ? DType::f32 : same ? grads_[0].dtype() : DType::f64;
+  Tensor buf(dt, {n});
+  int64_t at = 0;
+  for (auto& g : grads_) {
+    if (dt == g.dtype()) std::memcpy(static_cast<char*>(buf.raw()) + at * dtype_size(dt), g.raw(), g.nbytes());
+    else
+      for (int64_t i = 0; i < g.numel(); ++i) buf.set(at + i, g.get(i));
+    at += g.numel();
+  }
+  {
+    dist::InFlight f("pipeline gradient all_reduce", static_cast<int64_t>(buf.nbytes()), {});
+    dist::current().all_reduce(buf.raw(), buf.raw(), n, dt, dist::ReduceOp::Sum, replica_groups_);
+  }
+  at = 0;
+  for (auto& g : grads_) {
+    if (dt == g.dtype()) std::memcpy(g.raw(), static_cast<const char*>(buf.raw()) + at * dtype_size(dt), g.nbytes());
+    else
+      for (int64_t i = 0; i < g.numel(); ++i) g.set(i, buf.get(at + i));
+    at += g.numel();
+  }
+}
+
 std::vector<Tensor> PipelineTrainer::step(const std::vector<Tensor>& data) {
   const PipelineStage& P = plan_[static_cast<size_t>(stage_)];
-  const int M = cfg_.microbatches, S = stages();
+  const int M = cfg_.microbatches, S = stages(), DP = cfg_.data_parallel;
   const Graph& F = P.fwd;
   const size_t np = P.params.size();
   RLX_CHECK(static_cast<int>(data.size()) == num_data_, "[pipeline] step expects ", num_data_, " data inputs, got ",
@@ -350,14 +392,14 @@ std::vector<Tensor> PipelineTrainer::step(const std::vector<Tensor>& data) {
     const ValueType& t = F.type(F.inputs[np + static_cast<size_t>(P.acts_in) + k]);
     const Tensor& whole = data[static_cast<size_t>(P.data[k] - num_params_)];
     auto dims = static_dims(t.shape);
-    RLX_CHECK(!dims.empty() && whole.dtype() == t.dtype && !whole.shape().empty() && whole.shape()[0] == dims[0] * M,
+    RLX_CHECK(!dims.empty() && whole.dtype() == t.dtype && !whole.shape().empty() && whole.shape()[0] == dims[0] * M * DP,
               "[pipeline] data input '", F.values[static_cast<size_t>(F.inputs[np + static_cast<size_t>(P.acts_in) + k])].name,
-              "' must be ", dtype_name(t.dtype), " with ", dims.empty() ? 0 : dims[0] * M,
-              " rows (micro-batch ", dims.empty() ? 0 : dims[0], " x ", M, " micro-batches)");
-    const size_t part = whole.nbytes() / static_cast<size_t>(M);
+              "' must be ", dtype_name(t.dtype), " with ", dims.empty() ? 0 : dims[0] * M * DP,
+              " rows (micro-batch ", dims.empty() ? 0 : dims[0], " x ", M, " micro-batches x ", DP, " replica(s))");
+    const size_t part = whole.nbytes() / static_cast<size_t>(M * DP);
     for (int m = 0; m < M; ++m) {
       Tensor piece(t.dtype, dims);
-      std::memcpy(piece.raw(), static_cast<const char*>(whole.raw()) + part * static_cast<size_t>(m), part);
+      std::memcpy(piece.raw(), static_cast<const char*>(whole.raw()) + part * static_cast<size_t>(replica_ * M + m), part);
       micro[static_cast<size_t>(m)].push_back(piece);
     }
   }
@@ -378,13 +420,15 @@ std::vector<Tensor> PipelineTrainer::step(const std::vector<Tensor>& data) {
     for (int m = std::max(M - warm, 0); m < M; ++m) backward(m, micro);
   }
   if (!order_.empty()) order_.pop_back();
-  // The whole batch's gradient: the mean of the micro-batches' (each loss is a micro-batch mean).
+  // The whole batch's gradient: the mean of the micro-batches' (each loss is a micro-batch mean),
+  // over this replica's M and, with data parallelism, summed over the stage's replicas first.
+  if (DP > 1) all_reduce_gradients();
   for (auto& g : grads_) {
     if (g.dtype() == DType::f32) {
       float* a = g.data<float>();
-      for (int64_t i = 0; i < g.numel(); ++i) a[i] /= static_cast<float>(M);
+      for (int64_t i = 0; i < g.numel(); ++i) a[i] /= static_cast<float>(M * DP);
     } else {
-      for (int64_t i = 0; i < g.numel(); ++i) g.set(i, g.get(i) / M);
+      for (int64_t i = 0; i < g.numel(); ++i) g.set(i, g.get(i) / (M * DP));
     }
   }
   if (!update_.empty()) {
@@ -403,16 +447,20 @@ std::vector<Tensor> PipelineTrainer::step(const std::vector<Tensor>& data) {
     for (size_t i = 0; i < state_.size(); ++i) state_[i] = r[params_.size() + i];
   }
   ++step_;
-  // loss_fn's outputs, from the last stage to every rank: the loss averaged, the others summed.
+  // loss_fn's outputs, from the last stage to every rank of its pipeline, then summed over the
+  // replicas: the loss averaged, the others summed.
   std::vector<double> outs(outs_sum_);
-  if (!outs.empty()) outs[0] /= M;
-  if (S > 1) {
-    ReplicaGroups world;
-    world.groups.emplace_back();
-    for (int r = 0; r < S; ++r) world.groups[0].push_back(r);
-    dist::InFlight f("pipeline outputs", static_cast<int64_t>(outs.size() * sizeof(double)), {S - 1});
-    dist::current().broadcast(outs.data(), static_cast<int64_t>(outs.size() * sizeof(double)), S - 1, world);
+  const int64_t out_bytes = static_cast<int64_t>(outs.size() * sizeof(double));
+  if (S > 1 && !outs.empty()) {
+    dist::InFlight f("pipeline outputs", out_bytes, {peer(S - 1)});
+    dist::current().broadcast(outs.data(), out_bytes, S - 1, pipeline_groups_);
   }
+  if (DP > 1 && !outs.empty()) {
+    dist::InFlight f("pipeline outputs all_reduce", out_bytes, {});
+    dist::current().all_reduce(outs.data(), outs.data(), static_cast<int64_t>(outs.size()), DType::f64,
+                               dist::ReduceOp::Sum, replica_groups_);
+  }
+  if (!outs.empty()) outs[0] /= M * DP;
   std::vector<Tensor> result;
   for (size_t k = 0; k < outs.size(); ++k) {
     Tensor t(out_dtypes_[k], {});

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/replica_groups.h"
 #include "rlx/graph.h"
 #include "rlx/session.h"
 #include "rlx/tensor.h"
@@ -39,22 +40,29 @@ struct PipelineStage {
 std::vector<PipelineStage> split_pipeline(const Graph& loss_fn, int num_params, int stages);
 std::string pipeline_table(const std::vector<PipelineStage>& stages);  // one row per stage
 
+// A DP×PP mesh: `data_parallel` replicas of the pipeline; world rank = replica·stages + stage, so
+// replica d's stages are ranks [d·S, (d+1)·S) and stage s's replicas (the data-parallel group that
+// averages its gradients) are ranks s, S+s, 2S+s, ...
 struct PipelineConfig {
   int microbatches = 4;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  int data_parallel = 1;
 };
 
-// One rank's stage of a pipeline over the current communicator (dist::current(): stage = rank, as
-// many stages as ranks). `loss_fn` is built for ONE micro-batch; step() takes the whole batch
-// (micro-batch × microbatches rows along axis 0 of every data input) on every rank and returns
-// loss_fn's outputs on every rank: output 0 averaged over the micro-batches, the others (counts)
-// summed. `init_params` are all of loss_fn's parameters (each rank keeps its stage's).
+// One rank's stage of a pipeline over the current communicator (dist::current(): ranks / data_parallel
+// stages, see PipelineConfig). `loss_fn` is built for ONE micro-batch; step() takes the whole batch
+// (micro-batch × microbatches × data_parallel rows along axis 0 of every data input; replica d steps
+// on rows [d·M·b, (d+1)·M·b)) on every rank and returns loss_fn's outputs on every rank: output 0
+// averaged over the micro-batches and replicas, the others (counts) summed. Each stage's gradient
+// is all-reduced over its replicas before the update, so every replica stays the same model.
+// `init_params` are all of loss_fn's parameters (each rank keeps its stage's).
 class PipelineTrainer {
  public:
   PipelineTrainer(const Graph& loss_fn, const std::vector<Tensor>& init_params, OptimizerConfig opt,
                   PipelineConfig cfg, LrSchedule sched = {}, CompileOptions copts = {});
   std::vector<Tensor> step(const std::vector<Tensor>& data);
   int stage() const { return stage_; }
+  int replica() const { return replica_; }
   int stages() const { return static_cast<int>(plan_.size()); }
   const std::vector<PipelineStage>& plan() const { return plan_; }
   // This stage's parameters, in loss_fn order (their indices: plan()[stage()].params).
@@ -66,17 +74,20 @@ class PipelineTrainer {
  private:
   void forward(int m, const std::vector<std::vector<Tensor>>& micro);
   void backward(int m, const std::vector<std::vector<Tensor>>& micro);
+  void all_reduce_gradients();
   std::vector<Tensor> inputs_of(int m, const std::vector<std::vector<Tensor>>& micro) const;
 
   OptimizerConfig opt_;
   PipelineConfig cfg_;
   LrSchedule sched_;
   std::vector<PipelineStage> plan_;
-  int stage_ = 0, num_outputs_ = 0, num_params_ = 0, num_data_ = 0;
+  int stage_ = 0, replica_ = 0, num_outputs_ = 0, num_params_ = 0, num_data_ = 0;
+  int peer(int stage) const { return replica_ * stages() + stage; }  // world rank of a stage of this replica
   std::vector<DType> out_dtypes_;
   std::vector<int> float_in_;             // which activations-in carry a gradient back
   std::vector<ValueType> out_types_;      // activations out (or loss_fn outputs on the last stage)
   std::vector<CompiledModel> fwd_, bwd_, update_;  // at most one each
+  ReplicaGroups pipeline_groups_, replica_groups_;  // the mesh: ranks of one pipeline / of one stage
   std::vector<Tensor> params_, state_, grads_;
   std::vector<std::vector<Tensor>> stash_;  // activations in, per micro-batch
   std::vector<double> outs_sum_;

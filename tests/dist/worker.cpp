@@ -1,6 +1,8 @@
 // One rank of the multi-process tests (tests/unit/test_dist.cpp runs it under mpirun -n 2):
 //   collectives  every collective op through the MPI transport vs reference_collective
 //   tp-mlp       a Megatron TP MLP (shard_tensor_parallel, preset mlp) vs the unsharded graph
+//   tp-llama DIR the llama preset on a small HF decoder: logits and K/V vs the unsharded graph
+//   pp-mlp S [D]  pipeline-parallel SGD (schedule S; D data-parallel replicas of it: a DP×PP mesh)
 //   dp-mlp       data-parallel SGD on Fashion-MNIST (gradients all-reduced in the graph) vs one process
 //   mismatch     rank 1 compiles a graph of another shape: the start-up hash check must fail
 //   fault [tag]  a loop of all_reduce (the tag only names the run, for pgrep); RLX_DIST_KILL_AT / RLX_DIST_STOP_AT kills or stops one rank, the other must fail cleanly
@@ -14,6 +16,7 @@
 #include "data/idx.h"
 #include "dist/communicator.h"
 #include "models/mlp.h"
+#include "tiny_llama.h"
 #include "train/pipeline_parallel.h"
 #include "train/train.h"
 #include "passes/shard.h"
@@ -189,7 +192,8 @@ int dp_mlp(dist::Communicator& c) {
 
 // Pipeline parallel over MPI: 784-128-64-10 split into one stage per rank, 4 micro-batches of 16,
 // under `schedule`; the loss curve must equal one process's Trainer on the same 64-image batches.
-int pp_mlp(dist::Communicator& c, const std::string& schedule) {
+// `replicas` > 1: a DP×PP mesh (c.size() / replicas stages), micro-batches of batch / (micro·replicas).
+int pp_mlp(dist::Communicator& c, const std::string& schedule, int replicas) {
   data::Dataset d = data::load_dataset("fashion");
   const std::vector<int64_t> sizes = {784, 128, 64, 10};
   const int steps = 8, micro = 4;
@@ -197,8 +201,8 @@ int pp_mlp(dist::Communicator& c, const std::string& schedule) {
   train::OptimizerConfig opt;
   opt.lr = 0.1;
   opt.momentum = 0.9;
-  train::PipelineTrainer pp(models::mlp_loss_graph(sizes, batch / micro), models::mlp_init(sizes, 3), opt,
-                            {micro, train::parse_pipeline_schedule(schedule)});
+  train::PipelineTrainer pp(models::mlp_loss_graph(sizes, batch / (micro * replicas)), models::mlp_init(sizes, 3), opt,
+                            {micro, train::parse_pipeline_schedule(schedule), replicas});
   train::Trainer single(models::mlp_loss_graph(sizes, batch), models::mlp_init(sizes, 3), opt);
   if (c.rank() == 0) std::printf("%s", train::pipeline_table(pp.plan()).c_str());
   double worst = 0, first = 0, last = 0;
@@ -212,8 +216,8 @@ int pp_mlp(dist::Communicator& c, const std::string& schedule) {
     last = b;
     if (c.rank() == 0) std::printf("[worker] step %d loss pp=%.7f single=%.7f\n", s, a, b);
   }
-  std::printf("[worker] rank %d: pp-mlp %s order %s; worst relative loss difference %.3g over %d steps\n", c.rank(),
-              schedule.c_str(), pp.last_order().c_str(), worst, steps);
+  std::printf("[worker] rank %d (replica %d, stage %d): pp-mlp %s order %s; worst relative loss difference %.3g over %d steps\n",
+              c.rank(), pp.replica(), pp.stage(), schedule.c_str(), pp.last_order().c_str(), worst, steps);
   return check(worst < 1e-5 && last < first, c.rank(), "pp-mlp");
 }
 
@@ -243,9 +247,23 @@ int fault(dist::Communicator& c) {
 
 }  // namespace
 
+int tp_llama(dist::Communicator& c, const std::string& dir) {
+  std::vector<Tensor> in;
+  Graph full = testing::tiny_llama_step(dir, 2, 5, &in);
+  ShardReport rep;
+  Graph part = shard_tensor_parallel(full, "llama", c.size(), c.rank(), &rep);
+  if (c.rank() == 0) std::fputs(rep.str().c_str(), stdout);
+  std::vector<Tensor> want = CompiledModel(full, CompileOptions{}).run(in);  // no collectives: each rank alone
+  std::vector<Tensor> got = CompiledModel(part, CompileOptions{}).run(in);
+  double d = 0;
+  for (size_t i = 0; i < want.size(); ++i) d = std::max(d, max_diff(got.at(i), want[i]));
+  std::printf("[worker] rank %d: tp-llama max |diff| %.3g over logits and K/V\n", c.rank(), d);
+  return check(d < 2e-5 && rep.vocab_parallel == 2 && rep.row == 4, c.rank(), "tp-llama");
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: rlx_dist_worker collectives|tp-mlp|dp-mlp|pp-mlp [gpipe|1f1b]|mismatch|fault\n");
+    std::fprintf(stderr, "usage: rlx_dist_worker collectives|tp-mlp|tp-llama DIR|dp-mlp|pp-mlp [gpipe|1f1b] [replicas]|mismatch|fault\n");
     return 2;
   }
   try {
@@ -258,8 +276,9 @@ int main(int argc, char** argv) {
     std::string s = argv[1];
     if (s == "collectives") return collectives(c);
     if (s == "tp-mlp") return tp_mlp(c);
+    if (s == "tp-llama" && argc > 2) return tp_llama(c, argv[2]);
     if (s == "dp-mlp") return dp_mlp(c);
-    if (s == "pp-mlp") return pp_mlp(c, argc > 2 ? argv[2] : "1f1b");
+    if (s == "pp-mlp") return pp_mlp(c, argc > 2 ? argv[2] : "1f1b", argc > 3 ? std::atoi(argv[3]) : 1);
     if (s == "mismatch") return mismatch(c);
     if (s == "fault") return fault(c);
     std::fprintf(stderr, "[worker] unknown scenario %s\n", argv[1]);

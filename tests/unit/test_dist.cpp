@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <functional>
 #include <memory>
 #include <random>
@@ -16,6 +18,7 @@
 
 #include "autodiff/autodiff.h"
 #include "dist/communicator.h"
+#include "../dist/tiny_llama.h"
 #include "models/minilm_dir.h"
 #include "passes/shard.h"
 #include "rlx/builder.h"
@@ -283,6 +286,39 @@ TEST(DistShard, PatternsThatDoNotFitFailNamingTheNode) {
   EXPECT_EQ(shard_pattern("bert"), "CCCRCR");
 }
 
+// The llama preset on the tiny random llama (tests/models/llm/llama: 4 heads, 2 KV heads, llama3
+// RoPE scaling, untied head): q/k/v/gate/up column-parallel, o/down row-parallel, vocab-parallel
+// embedding and LM head, per-head K/V outputs gathered. TP=2 logits and K/V equal one process.
+TEST(DistShard, LlamaPresetLogitsEqualOneProcess) {
+  std::vector<Tensor> in;
+  Graph full = rlx::testing::tiny_llama_step(std::string(RLX_SOURCE_DIR) + "/tests/models/llm/llama", 2, 5, &in);
+  std::vector<Tensor> want = compiled(full)->run(in);
+  const int tp = 2;
+  std::vector<ShardReport> rep(tp);
+  std::vector<std::unique_ptr<CompiledModel>> m;
+  for (int r = 0; r < tp; ++r) m.push_back(compiled(shard_tensor_parallel(full, "llama", tp, r, &rep[r])));
+  std::vector<std::vector<Tensor>> got(tp);
+  on_ranks(tp, [&](int r) { got[r] = m[r]->run(in); });
+  for (int r = 0; r < tp; ++r) {
+    ASSERT_EQ(got[r].size(), want.size());
+    EXPECT_LE(max_diff(got[r][0], want[0]), 2e-5) << "logits, rank " << r;
+    for (size_t o = 1; o < want.size(); ++o) EXPECT_LE(max_diff(got[r][o], want[o]), 1e-5) << "output " << o << " rank " << r;
+  }
+  // Per layer: q, k, v, gate, up column-parallel, o and down row-parallel (2 all_reduce); the
+  // embedding (all_reduce) and LM head (all_gather of [2,5,256] f32 logits); 2 gathered K/V per layer.
+  const ShardReport& r0 = rep[0];
+  EXPECT_EQ(r0.column, 10);
+  EXPECT_EQ(r0.row, 4);
+  EXPECT_EQ(r0.vocab_parallel, 2);
+  ASSERT_EQ(r0.collectives.size(), 1u + 4u + 1u + 4u) << r0.str();
+  EXPECT_EQ(r0.collectives[0].op, "all_reduce(sum)");
+  EXPECT_EQ(r0.collectives[0].bytes_str(), std::to_string(2 * 5 * 64 * 4) + " B");
+  EXPECT_NE(r0.str().find("all_gather(axis 2) f32[2,5,256] after vocab-parallel Linear"), std::string::npos) << r0.str();
+  EXPECT_NE(r0.str().find(std::to_string(2 * 5 * 256 * 4) + " B"), std::string::npos) << r0.str();
+  // TP=4 does not fit 2 KV heads: named, not a wrong result.
+  EXPECT_THROW(shard_tensor_parallel(full, "llama", 4, 0, nullptr), Error);
+}
+
 // ---- under mpirun: 2 processes -------------------------------------------------------------------
 namespace {
 
@@ -355,6 +391,29 @@ TEST(DistMpi, PipelineParallelMnistLossCurveEqualsOneProcess) {
   }
 }
 
+// The llama preset over Open MPI: two processes, each its half of the heads, FFN and vocabulary.
+TEST(DistMpi, TensorParallelLlamaLogitsEqualOneProcess) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  ProcRun r = sh(mpirun(2) + RLX_DIST_WORKER " tp-llama " RLX_SOURCE_DIR "/tests/models/llm/llama");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("all_gather(axis 2) f32[2,5,256] after vocab-parallel Linear"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 0: tp-llama ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1: tp-llama ok"), std::string::npos) << r.out;
+}
+
+// A DP×PP mesh over Open MPI: 4 processes, 2 replicas of a 2-stage pipeline (ranks 0,1 and 2,3),
+// each stage's gradient all-reduced over its replica group ({0,2}, {1,3}).
+TEST(DistMpi, DataParallelTimesPipelineMeshLossCurveEqualsOneProcess) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  RLX_REQUIRE_DIR("/usr/share/datasets/fashion-mnist");
+  ProcRun r = sh(mpirun(4) + RLX_DIST_WORKER " pp-mlp 1f1b 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (int k = 0; k < 4; ++k)
+    EXPECT_NE(r.out.find("rank " + std::to_string(k) + ": pp-mlp ok"), std::string::npos) << k << "\n" << r.out;
+  EXPECT_NE(r.out.find("rank 2 (replica 1, stage 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 3 (replica 1, stage 1)"), std::string::npos) << r.out;
+}
+
 TEST(DistMpi, MismatchedGraphsAreDetectedAtStartUp) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=20") + RLX_DIST_WORKER " mismatch");
@@ -409,6 +468,54 @@ TEST(DistMpi, TrainMnistUnderLaunchIsDataParallel) {
   size_t n = 0;
   for (size_t at = dp.out.find("epoch 1:"); at != std::string::npos; at = dp.out.find("epoch 1:", at + 1)) ++n;
   EXPECT_EQ(n, 1u) << "only rank 0 reports:\n" << dp.out;
+}
+
+// Fault then resume: `rlx launch -n 2 -- rlx train-mnist --checkpoint-every 5` with rank 1 SIGKILLed
+// mid-run ends non-zero within the timeout naming rank 1; `--resume` from the checkpoint written
+// before the fault finishes the run, and the loss of every step (the metrics log, last row per
+// step) and the epoch report equal an uninterrupted 2-rank run's exactly.
+TEST(DistMpi, KilledTrainingResumesFromItsCheckpoint) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  RLX_REQUIRE_DIR("/usr/share/datasets/fashion-mnist");
+  const std::string tmp = ::testing::TempDir() + "/dist_resume_" + std::to_string(getpid());
+  std::system(("rm -rf " + tmp + " && mkdir -p " + tmp).c_str());
+  const std::string launch = std::string(RLX_BIN) + " launch -n 2 -- rlx train-mnist --data fashion --epochs 1 "
+                             "--max-steps 20 --batch 64 --quiet --plot none ";
+  const std::string ckpt = " --checkpoint-every 5 --checkpoint " + tmp + "/c.safetensors --metrics " + tmp + "/b.csv";
+  ProcRun whole = sh(launch + "--checkpoint none --metrics " + tmp + "/a.csv");
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  // Rank 1 dies entering its 45th collective (a few per step: past the step-10 checkpoint, before step 20).
+  ProcRun killed = sh("RLX_DIST_TIMEOUT_S=3 RLX_DIST_KILL_AT=1:45 " + launch + ckpt);
+  EXPECT_NE(killed.code, 0) << killed.out;
+  EXPECT_NE(killed.out.find("[dist] rank 0: all_reduce #"), std::string::npos) << killed.out;
+  EXPECT_NE(killed.out.find("rank 1 (pid "), std::string::npos) << killed.out;
+  EXPECT_EQ(killed.out.find("epoch 1:"), std::string::npos) << "the killed run must not finish:\n" << killed.out;
+  EXPECT_LT(killed.seconds, 25) << killed.out;
+  ProcRun resumed = sh(launch + ckpt + " --resume " + tmp + "/c.safetensors");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed: "), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("(step 0 in all)"), std::string::npos) << "resumed from no progress:\n" << resumed.out;
+  auto losses = [](const std::string& csv) {  // step -> loss text, the last row of each step
+    std::map<int, std::string> m;
+    std::ifstream f(csv);
+    for (std::string line; std::getline(f, line);) {
+      if (line.rfind("step,", 0) != 0) continue;
+      size_t a = line.find(',', 5), b = line.find(',', a + 1), c = line.find(',', b + 1);
+      m[std::stoi(line.substr(5, a - 5))] = line.substr(b + 1, c - b - 1);
+    }
+    return m;
+  };
+  auto want = losses(tmp + "/a.csv"), got = losses(tmp + "/b.csv");
+  ASSERT_EQ(want.size(), 20u);
+  EXPECT_EQ(got, want);
+  auto report = [](const std::string& out) {
+    size_t at = out.find("epoch 1: train loss");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(", ", out.find("test acc", at)) - at);
+  };
+  EXPECT_EQ(report(resumed.out), report(whole.out)) << resumed.out;
+  EXPECT_NE(report(whole.out), "(none)") << whole.out;
+  EXPECT_NE(sh("pgrep -f 'rlx train-mnis[t] --data fashion --epochs 1 --max-steps 20'").code, 0) << "orphan ranks remain";
+  std::system(("rm -rf " + tmp).c_str());
 }
 
 TEST(DistMpi, TensorParallelMiniLMEmbeddingsEqualOneProcess) {

@@ -52,25 +52,26 @@ struct RankResult {
   std::string order, error;
 };
 
+// `dp` replicas of a `stages`-stage pipeline (a DP×PP mesh of stages·dp ranks).
 std::vector<RankResult> run_pipeline(int stages, int micro, train::PipelineSchedule sched, int steps,
-                                     train::OptimizerConfig opt = sgd()) {
-  auto world = dist::make_local_world(stages);
-  std::vector<RankResult> res(static_cast<size_t>(stages));
+                                     train::OptimizerConfig opt = sgd(), int dp = 1) {
+  auto world = dist::make_local_world(stages * dp);
+  std::vector<RankResult> res(static_cast<size_t>(stages * dp));
   auto data = batches(steps);
   std::vector<std::thread> th;
-  for (int r = 0; r < stages; ++r)
+  for (int r = 0; r < stages * dp; ++r)
     th.emplace_back([&, r] {
       dist::set_thread(world[static_cast<size_t>(r)].get());
       try {
-        train::PipelineTrainer tr(models::mlp_loss_graph(kSizes, kBatch / micro), models::mlp_init(kSizes, 3), opt,
-                                  {micro, sched});
+        train::PipelineTrainer tr(models::mlp_loss_graph(kSizes, kBatch / (micro * dp)), models::mlp_init(kSizes, 3),
+                                  opt, {micro, sched, dp});
         for (int s = 0; s < steps; ++s) {
           auto o = tr.step(data[static_cast<size_t>(s)]);
           res[static_cast<size_t>(r)].losses.push_back(o[0].get(0));
           res[static_cast<size_t>(r)].correct.push_back(o[1].get(0));
         }
         res[static_cast<size_t>(r)].params = tr.params();
-        res[static_cast<size_t>(r)].owned = tr.plan()[static_cast<size_t>(r)].params;
+        res[static_cast<size_t>(r)].owned = tr.plan()[static_cast<size_t>(tr.stage())].params;
         res[static_cast<size_t>(r)].order = tr.last_order();
       } catch (const std::exception& e) {
         res[static_cast<size_t>(r)].error = e.what();
@@ -175,6 +176,17 @@ TEST(PipelineParallel, TwoStagesGPipeMatchOneProcess) {
 
 TEST(PipelineParallel, ThreeStages1F1BMatchOneProcess) {
   expect_matches(run_pipeline(3, 4, train::PipelineSchedule::OneFOneB, 6), run_single(6));
+}
+
+// A 2×2 mesh on 4 ranks: replicas {0,1} and {2,3} of a 2-stage pipeline, each stage's gradient
+// all-reduced over {0,2} / {1,3}; every rank's losses, counts and parameters equal one process's.
+TEST(PipelineParallel, DataParallelTimesPipelineMeshMatchesOneProcess) {
+  for (auto sched : {train::PipelineSchedule::OneFOneB, train::PipelineSchedule::GPipe})
+    expect_matches(run_pipeline(2, 2, sched, 6, sgd(), 2), run_single(6));
+  // One rank cannot hold two replicas: named at construction.
+  EXPECT_THROW(train::PipelineTrainer(models::mlp_loss_graph(kSizes, 4), models::mlp_init(kSizes, 3), sgd(),
+                                      {2, train::PipelineSchedule::OneFOneB, 2}),
+               Error);
 }
 
 TEST(PipelineParallel, AdamWithTwoMicroBatchesMatchesOneProcess) {
