@@ -11,6 +11,10 @@ ORT_ENABLE_ALL (its QDQ -> QLinear/MatMulInteger fusions, its fastest CPU option
 same file and runs the MatMuls as int8 qlinear (fuse-qdq). Timing: wall clock per call
 (time.perf_counter around session.run / CompiledModel.run, inputs already in numpy), warm-up then
 `--runs` calls, p50/p90. Cosine: each system's embeddings against ORT fp32 on the same inputs.
+Weights are 7-bit (quantize_static reduce_range=True, i8 in [-64, 64]) on hosts without VNNI: that is
+ONNX Runtime's advice for its AVX2 u8 x s8 kernel (vpmaddubsw's s16 pair sums saturate otherwise), and
+it lets RLX's AVX2 vpmaddubsw tile run exactly (src/backends/cpu/qgemm.h); `--reduce-range off` keeps
+8-bit weights (RLX then runs its exact s16 tile, ORT its saturating one).
 Writes bench/results/quant_minilm_cpu.json (DESIGN.md section 7 rows).
 
 Usage: python3 bench/quant_minilm.py [--threads 2] [--runs 20] [--warmup 3]
@@ -166,6 +170,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--calib", type=int, default=4, help="calibration batches of the benchmark shape")
     ap.add_argument("--grid", default="1x128,32x128")
+    ap.add_argument("--reduce-range", choices=["auto", "on", "off"], default="auto",
+                    help="7-bit weights; auto: on where the host has AVX2 but no AVX-512 VNNI")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "quant_minilm_cpu.json"))
     args = ap.parse_args()
     os.environ["RLX_NUM_THREADS"] = str(args.threads)  # before rlx starts its pool
@@ -174,6 +180,8 @@ def main():
 
     import rlx
 
+    isa = rlx_isa(rlx)
+    reduce_range = args.reduce_range == "on" or (args.reduce_range == "auto" and isa == "ISA avx2")
     tmp = tempfile.mkdtemp(prefix="quant_minilm_")
     rows, checks = [], []
     load0 = os.getloadavg()[0]
@@ -195,7 +203,7 @@ def main():
 
         names = [f"l{i}_{p}" for i in range(6) for p in ("q", "k", "v", "o", "ffn1", "ffn2")]
         t0 = time.perf_counter()
-        oq.quantize_static(fp, qp, Reader(), quant_format=oq.QuantFormat.QDQ, per_channel=True,
+        oq.quantize_static(fp, qp, Reader(), quant_format=oq.QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
                            activation_type=oq.QuantType.QUInt8, weight_type=oq.QuantType.QInt8,
                            op_types_to_quantize=["MatMul"], nodes_to_quantize=names,
                            calibrate_method=oq.CalibrationMethod.MinMax)
@@ -223,8 +231,9 @@ def main():
             out = fn()
             p50, p90 = timed(fn, args.warmup, args.runs)
             sysname, dt = tag.split()
-            variant = {"rlx int8": "QDQ model (ORT quantize_static) -> fuse-qdq qlinear, int8 GEMM " + rlx_isa(rlx),
-                       "ort int8": "same QDQ model, ORT_ENABLE_ALL (QDQ fusions)",
+            wbits = ", 7-bit weights (reduce_range)" if reduce_range else ", 8-bit weights"
+            variant = {"rlx int8": "QDQ model (ORT quantize_static) -> fuse-qdq qlinear, int8 GEMM " + isa + wbits,
+                       "ort int8": "same QDQ model, ORT_ENABLE_ALL (QDQ fusions)" + wbits,
                        "rlx fp32": "float ONNX model imported", "ort fp32": "float ONNX model, ORT_ENABLE_ALL"}[tag]
             row = dict(system="rlx" if sysname == "rlx" else "onnxruntime", variant=variant, device="cpu",
                        workload="all-MiniLM-L6-v2 embeddings (real weights)", dtype="int8" if dt == "int8" else "f32",
@@ -235,7 +244,8 @@ def main():
             rows.append(row)
             print(f"  {tag:9s} b{b} s{s}: p50 {p50:8.2f} ms  p90 {p90:8.2f} ms  cosine vs fp32 {row['cosine_vs_ort_fp32']:.5f}",
                   file=sys.stderr, flush=True)
-    res = {"benchmark": "quant_minilm_cpu", "machine": f"{cpu_model()}, {os.cpu_count()} vCPU, {rlx_isa(rlx)}",
+    res = {"benchmark": "quant_minilm_cpu", "machine": f"{cpu_model()}, {os.cpu_count()} vCPU, {isa}",
+           "load_average_1min_at_start": round(load0, 2), "reduce_range": reduce_range,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "peers": {"onnxruntime": ort.__version__}, "checks": checks, "rows": rows}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

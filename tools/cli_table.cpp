@@ -338,14 +338,21 @@ std::vector<Command> make_table() {
        cmd_ops});
   t.push_back(
       {"quantize",
-       "post-training static int8: calibrate an ONNX model's MatMul activations, write a QDQ model "
+       "post-training static int8: calibrate an ONNX model's MatMul/Gemm activations, write a QDQ model "
        "(ONNX Runtime and RLX run it in int8) and print each layer's error against float",
-       "rlx quantize MODEL.onnx --calib N|DATA.npz [--method minmax|percentile] [--per-channel] --out FILE.onnx",
+       "rlx quantize MODEL.onnx --calib N|DATA.npz [--method minmax|percentile|mse|entropy] [--per-channel] "
+       "[--keep-float auto|NAMES] --out FILE.onnx",
        {{"MODEL", "the float ONNX model"}},
        {text("calib", "N|DATA", "N random batches, or a .npz with one array [batches, ...] per model input", "8"),
-        choice("method", "how activation ranges are chosen", "minmax", {"minmax", "percentile"}),
+        choice("method", "how activation ranges are chosen (docs/quantization.md)", "minmax",
+               {"minmax", "percentile", "mse", "entropy"}),
         real("percentile", "P", "percentile method: the share of values kept inside the range, in %", "99.99"),
         flag("per-channel", "one weight scale per output channel (else one per tensor)"),
+        choice("reduce-range", "7-bit weights (the AVX2 int8 GEMM's fast exact tile); auto: on for AVX2 hosts "
+               "without AVX-512 VNNI", "auto", {"auto", "on", "off"}),
+        text("keep-float", "auto|NAMES", "layers left in float: auto (the fewest, worst local SQNR first, that "
+             "reach --budget) or comma-separated names", ""),
+        real("budget", "COS", "--keep-float auto: the output cosine to reach on the first batch", "0.99"),
         path("out", "FILE", "the QDQ model to write").out({".onnx"}).req(),
         bind_flag(),
         device_flag("the device calibration and the error table run on"),

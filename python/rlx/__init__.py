@@ -558,16 +558,20 @@ __all__.append("stop_gradient")
 
 def quantize(model: str, out: str, *, calib: _Union[int, str] = 8, method: str = "minmax",
              per_channel: bool = False, percentile: float = 99.99, bind: _Mapping[str, int] | None = None,
-             device: str = "cpu") -> dict:
+             device: str = "cpu", reduce_range: str = "auto", keep_float: str = "", budget: float = 0.99) -> dict:
     """Post-training static int8 of an ONNX model into a QDQ model at ``out`` (as ``rlx quantize``).
 
     ``calib``: a number of random batches, or a .npz with one array [batches, ...] per model input.
-    Returns {"layers": [{"name", "int8", "why", "sqnr_db", "cosine"}], "output_sqnr_db",
-    "output_cosine", "batches"}.
+    ``method``: minmax | percentile | mse | entropy. ``reduce_range``: auto | on | off (7-bit weights).
+    ``keep_float``: "" | "auto" | comma-separated layer names; auto keeps the fewest layers (worst
+    local SQNR first) in float that bring the output cosine on the first batch to ``budget``.
+    Returns {"layers": [{"name", "int8", "why", "sqnr_db", "cosine", "local_sqnr_db"}], "output_sqnr_db",
+    "output_cosine", "all_int8_cosine", "kept_float", "evaluations", "reduce_range", "batches"}.
     """
     n, f = (calib, "") if isinstance(calib, int) else (0, str(calib))
     return _rlx.quantize_onnx(str(model), str(out), method, float(percentile), bool(per_channel), int(n), f,
-                              {str(k): int(v) for k, v in (bind or {}).items()}, device)
+                              {str(k): int(v) for k, v in (bind or {}).items()}, device, str(reduce_range),
+                              str(keep_float), float(budget))
 
 
 __all__.append("quantize")

@@ -98,15 +98,16 @@ def test_rlx_quantize_cli_round_trips_through_onnxruntime(tmp_path):
     rng = np.random.default_rng(2)
     fp, qp = tmp_path / "mlp.onnx", tmp_path / "q.onnx"
     mlp(fp, rng)
-    for method in ["minmax", "percentile"]:
+    for method in ["minmax", "percentile", "mse", "entropy"]:
         r = subprocess.run([rlx_bin(), "quantize", str(fp), "--calib", "6", "--method", method, "--per-channel",
                             "--out", str(qp)], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "calibrating" in r.stderr and "6/6" in r.stderr
         rows = [l.split() for l in r.stdout.splitlines() if l.startswith(("fc1", "fc2"))]
         assert [row[:2] for row in rows] == [["fc1", "int8"], ["fc2", "int8"]], r.stdout
-        assert all(float(row[2]) > 20 and float(row[3]) > 0.99 for row in rows), r.stdout
-        assert "2 of 2 MatMul layers in int8" in r.stdout
+        # columns: layer, path, local SQNR dB, SQNR dB in the model, cosine
+        assert all(float(row[2]) > 20 and float(row[3]) > 20 and float(row[4]) > 0.99 for row in rows), r.stdout
+        assert "2 of 2 MatMul/Gemm layers in int8" in r.stdout
         x = rng.standard_normal((8, 32)).astype(np.float32)
         ort.InferenceSession(str(qp), providers=["CPUExecutionProvider"]).run(None, {"x": x})  # its int8 kernels load it
         q_ort, f_ort = ort_emulated(qp, x), ort_emulated(fp, x)
@@ -115,7 +116,7 @@ def test_rlx_quantize_cli_round_trips_through_onnxruntime(tmp_path):
         assert "\n".join(m.report_notes()).count("fuse-qdq: int8") == 2
         err_q, err_f = np.abs(q_rlx - q_ort).max(), np.abs(q_ort - f_ort).max()
         assert err_q <= max(0.25 * err_f, 0.02), (method, err_q, err_f)
-    bad = subprocess.run([rlx_bin(), "quantize", str(fp), "--method", "entropy", "--out", str(qp)],
+    bad = subprocess.run([rlx_bin(), "quantize", str(fp), "--method", "kl", "--out", str(qp)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "method" in bad.stderr
 
@@ -133,3 +134,67 @@ def test_python_quantize(tmp_path):
     with pytest.raises(rlx.Error, match="no array 'x'"):
         np.savez(calib, y=np.zeros((1, 8, 32), np.float32))
         rlx.quantize(str(fp), str(qp), calib=str(calib))
+
+
+def gemm_mlp(path, rng):
+    """The same MLP written with Gemm (transB=1, W [out, in], bias C) as exporters of Linear do."""
+    w1 = rng.standard_normal((64, 32)).astype(np.float32) * 0.2
+    w2 = rng.standard_normal((16, 64)).astype(np.float32) * 0.2
+    b1, b2 = (rng.standard_normal(n).astype(np.float32) * 0.1 for n in (64, 16))
+    nodes = [h.make_node("Gemm", ["x", "W1", "b1"], ["h1"], name="fc1", transB=1), h.make_node("Relu", ["h1"], ["h2"]),
+             h.make_node("Gemm", ["h2", "W2", "b2"], ["y"], name="fc2", transB=1)]
+    m = make_model(nodes, "gemm_mlp", [h.make_tensor_value_info("x", T.FLOAT, [8, 32])],
+                   [h.make_tensor_value_info("y", T.FLOAT, [8, 16])],
+                   [nh.from_array(w1, "W1"), nh.from_array(b1, "b1"), nh.from_array(w2, "W2"), nh.from_array(b2, "b2")],
+                   opset=17)
+    onnx.save(m, str(path))
+
+
+def weights_of(path):
+    m = onnx.load(str(path))
+    return {i.name: nh.to_array(i) for i in m.graph.initializer if i.data_type == T.INT8 and len(i.dims) == 2}
+
+
+def test_quantize_gemm_reduce_range_and_keep_float(tmp_path):
+    """Gemm layers are quantized (per channel along W's axis 0) and run in int8; reduce_range gives
+    7-bit weights; --keep-float NAMES leaves a layer in float; ONNX Runtime runs every written model."""
+    rng = np.random.default_rng(4)
+    fp, qp = tmp_path / "g.onnx", tmp_path / "gq.onnx"
+    gemm_mlp(fp, rng)
+    x = rng.standard_normal((8, 32)).astype(np.float32)
+    f = ort_emulated(fp, x)
+    for rr, qmax in (("on", 64), ("off", 127)):
+        r = rlx.quantize(str(fp), str(qp), calib=6, per_channel=True, reduce_range=rr)
+        assert r["reduce_range"] == (rr == "on")
+        assert [(l["name"], l["int8"]) for l in r["layers"]] == [("fc1", True), ("fc2", True)], r["layers"]
+        w = weights_of(qp)
+        assert len(w) == 2 and all(np.abs(a).max() == qmax for a in w.values()), {k: np.abs(a).max() for k, a in w.items()}
+        q_ort = ort_emulated(qp, x)
+        m = rlx.CompiledModel(rlx.load(str(qp)))
+        q_rlx = m.run({"x": x})["y"]
+        assert "\n".join(m.report_notes()).count("fuse-qdq: int8") == 2
+        assert np.abs(q_rlx - q_ort).max() <= max(0.25 * np.abs(q_ort - f).max(), 0.02)
+        assert r["output_cosine"] > 0.99
+    r = rlx.quantize(str(fp), str(qp), calib=4, keep_float="fc2")
+    assert [(l["name"], l["int8"], l["why"]) for l in r["layers"]] == [("fc1", True, ""), ("fc2", False, "kept float (--keep-float)")]
+    assert r["kept_float"] == ["fc2"] and len(weights_of(qp)) == 1
+    with pytest.raises(rlx.Error, match="no quantizable MatMul/Gemm named 'fc9'"):
+        rlx.quantize(str(fp), str(qp), calib=2, keep_float="fc9")
+
+
+def test_keep_float_auto_meets_the_budget(tmp_path):
+    """keep_float auto: a budget the all-int8 model already meets keeps nothing float (one model
+    evaluated); a budget above it keeps the fewest layers float that reach it, worst local SQNR first."""
+    rng = np.random.default_rng(5)
+    fp, qp = tmp_path / "mlp.onnx", tmp_path / "q.onnx"
+    mlp(fp, rng)
+    r = rlx.quantize(str(fp), str(qp), calib=4, keep_float="auto", budget=0.5)
+    assert r["kept_float"] == [] and r["evaluations"] == 1 and r["output_cosine"] == r["all_int8_cosine"]
+    strict = min(1.0, 1 - (1 - r["all_int8_cosine"]) / 4)  # a quarter of the all-int8 error
+    r = rlx.quantize(str(fp), str(qp), calib=4, keep_float="auto", budget=strict)
+    assert r["all_int8_cosine"] < strict
+    assert 1 <= len(r["kept_float"]) <= 2 and r["evaluations"] >= 2
+    assert r["output_cosine"] >= strict, r
+    worst = min(r["layers"], key=lambda l: l["local_sqnr_db"])["name"]
+    assert worst in r["kept_float"]
+    assert all(l["int8"] == (l["name"] not in r["kept_float"]) for l in r["layers"])

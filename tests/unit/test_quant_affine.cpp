@@ -6,7 +6,9 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/qepilogue.h"
 #include "backends/cpu/qgemm.h"
+#include "backends/cpu/simd_avx2.h"
 #include "passes/passes.h"
 #include "quant/fixed_point.h"
 #include "rlx/builder.h"
@@ -219,41 +221,95 @@ TEST(GemmInt8, QLinearCpuMatchesReference) {
   }
 }
 
-// Every GEMM path the host runs, bit-exact against plain integer loops, with tails in every dim.
+// Every GEMM path the host runs, bit-exact against plain integer loops, with tails in every dim, for
+// three kinds of operands (after the flips): 8-bit both (AVX2: the s16 tile), activations <= 127 and
+// weights in [-64, 64] (AVX2: the vpmaddubsw tile), the latter with the extremes that put a pair sum
+// at +-32640, next to vpmaddubsw's saturation.
 TEST(GemmInt8, PathsBitExact) {
   using namespace rlx::cpu::qgemm;
   std::mt19937 g(1);
   std::vector<Path> paths = host_paths();
   ASSERT_FALSE(paths.empty());
-  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {7, 13, 5}, {6, 16, 8}, {13, 33, 31}, {17, 100, 384}}) {
-    std::vector<uint8_t> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(N * K));
-    for (auto& v : A) v = static_cast<uint8_t>(g());
-    for (auto& v : B) v = static_cast<uint8_t>(g());
-    for (int fa = 0; fa < 2; ++fa)
-      for (int fb = 0; fb < 2; ++fb) {
-        std::vector<int32_t> want(static_cast<size_t>(M * N));
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            int64_t s = 0;
-            for (int64_t k = 0; k < K; ++k) {
-              int a = fa ? static_cast<int8_t>(A[m * K + k]) + 128 : A[m * K + k];
-              int bb = fb ? static_cast<int>(B[k * N + n]) - 128 : static_cast<int8_t>(B[k * N + n]);
-              s += a * bb;
+  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {7, 13, 5}, {6, 16, 8}, {13, 33, 31}, {17, 100, 384}})
+    for (int kind = 0; kind < 3; ++kind)
+      for (int fa = 0; fa < 2; ++fa)
+        for (int fb = 0; fb < 2; ++fb) {
+          std::vector<int> av(static_cast<size_t>(M * K)), bv(static_cast<size_t>(N * K));  // after the flips
+          for (auto& v : av) v = kind == 1 ? static_cast<int>(g() % 128) : (g() % 3 == 0 ? 255 : static_cast<int>(g() % 256));
+          for (auto& v : bv)
+            v = kind == 2 ? (g() % 3 == 0 ? (g() % 2 ? 64 : -64) : static_cast<int>(g() % 129) - 64) : static_cast<int>(g() % 256) - 128;
+          std::vector<uint8_t> A(av.size()), B(bv.size());  // B stored [K, N]
+          for (size_t i = 0; i < av.size(); ++i) A[i] = static_cast<uint8_t>(av[i] ^ (fa ? 0x80 : 0));
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < K; ++k)
+              B[static_cast<size_t>(k * N + n)] = static_cast<uint8_t>(static_cast<uint8_t>(bv[static_cast<size_t>(n * K + k)]) ^ (fb ? 0x80 : 0));
+          std::vector<int32_t> want(static_cast<size_t>(M * N));
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              int64_t s = 0;
+              for (int64_t k = 0; k < K; ++k) s += av[static_cast<size_t>(m * K + k)] * bv[static_cast<size_t>(n * K + k)];
+              want[static_cast<size_t>(m * N + n)] = static_cast<int32_t>(s);
             }
-            want[m * N + n] = static_cast<int32_t>(s);
+          for (Path p : paths) {
+            PackedA pa = pack_a(A.data(), M, K, K, fa, p);
+            PackedB pb = pack_b(B.data(), N, K, 1, N, fb, p);
+            if (p == Path::Avx2 && M * K > 16 && N * K > 16) {
+              EXPECT_EQ(avx2_u8s8_exact(pa, pb), kind != 0) << kind;
+            }
+            std::vector<int32_t> C(static_cast<size_t>(M * N), -7);
+            gemm(pa, pb, 0, M, C.data(), N);
+            ASSERT_EQ(C, want) << path_name(p) << " kind " << kind << " M" << M << " N" << N << " K" << K;
           }
-        for (Path p : paths) {
-          PackedA pa = pack_a(A.data(), M, K, K, fa, p);
-          PackedB pb = pack_b(B.data(), N, K, 1, N, fb, p);
-          std::vector<int32_t> C(static_cast<size_t>(M * N), -7);
-          gemm(pa, pb, 0, M, C.data(), N);
-          ASSERT_EQ(C, want) << path_name(p) << " M" << M << " N" << N << " K" << K;
         }
-      }
-  }
   std::string names;
   for (Path p : paths) names += std::string(path_name(p)) + " ";
   RecordProperty("paths", names);
+}
+
+// The AVX2 epilogue row kernels give the scalar ones' bits: zero-point correction (mod 2^32), f32
+// scale + relu, and requantize on every shift from -30 to 31, both roundings, exact ties (m = 2^30,
+// odd acc at shift 0 is x.5), saturation at both ends, u8 and i8 ranges.
+TEST(GemmInt8, EpilogueAvx2MatchesScalar) {
+  if (!rlx::cpu::simd::cpu_has_avx2()) GTEST_SKIP() << "host has no AVX2: only the scalar epilogue runs here";
+  using namespace rlx::cpu::qepi;
+  std::mt19937 g(3);
+  const int64_t N = 67;
+  std::vector<int32_t> c(N), c2, y1(N), y2(N);
+  std::vector<uint32_t> wz(N), ct(N);
+  std::vector<float> sc(N), f1(N), f2(N);
+  for (int64_t n = 0; n < N; ++n) c[n] = static_cast<int32_t>(g()), wz[n] = g(), ct[n] = g(), sc[n] = static_cast<float>(g() % 1000) * 1e-4f - 0.05f;
+  c2 = c;
+  correct_scalar(c.data(), N, wz.data(), 12345u, ct.data());
+  correct_avx2(c2.data(), N, wz.data(), 12345u, ct.data());
+  ASSERT_EQ(c, c2);
+  for (bool relu : {false, true}) {
+    scale_scalar(c.data(), N, sc.data(), relu, f1.data());
+    scale_avx2(c.data(), N, sc.data(), relu, f2.data());
+    ASSERT_EQ(f1, f2);
+  }
+  int checked = 0;
+  for (int sh = rlx::quant::kMinShift; sh <= rlx::quant::kMaxShift; ++sh)
+    for (auto mode : {rlx::quant::Rounding::HalfEven, rlx::quant::Rounding::HalfAway})
+      for (bool u8 : {false, true}) {
+        Requant q;
+        q.mode = mode;
+        rlx::quant::int8_range(u8, &q.lo, &q.hi);
+        q.zp = u8 ? 128 : -3;
+        for (int64_t n = 0; n < N; ++n) {
+          bool tie = n % 3 == 0;
+          q.mul.push_back(tie ? 1 << 30 : static_cast<int32_t>((1u << 30) + g() % (1u << 30)));
+          q.shift.push_back(tie ? 0 : sh);
+          int32_t a = static_cast<int32_t>(g());
+          if (n % 5 == 1) a = static_cast<int32_t>(g() % 2001) - 1000;  // in range for small scales
+          c[n] = tie ? (a % 1001) | 1 : a;
+        }
+        q.prepare();
+        requant_scalar(c.data(), N, q, y1.data());
+        requant_avx2(c.data(), N, q, y2.data());
+        ASSERT_EQ(y1, y2) << "shift " << sh << " u8 " << u8;
+        checked += static_cast<int>(N);
+      }
+  RecordProperty("requantized", checked);
 }
 
 // fuse-qdq before/after: Q -> DQ -> matmul(., DQ(const w)) + const bias -> Q -> DQ becomes one

@@ -64,18 +64,21 @@ PackedA pack_a(const uint8_t* a, int64_t M, int64_t K, int64_t lda, bool flip, P
   r.M = M, r.K = K, r.Kp = round_up(std::max<int64_t>(K, 1), 4);
   const uint8_t f = flip ? 0x80 : 0;
   r.rowsum.assign(static_cast<size_t>(M), 0);
-  if (p == Path::Avx2) r.u16.assign(static_cast<size_t>(M * r.Kp), 0);
-  else r.u8.assign(static_cast<size_t>(M * r.Kp), 0);
+  r.u8.assign(static_cast<size_t>(M * r.Kp), 0);
+  uint8_t mx = 0;
   for (int64_t m = 0; m < M; ++m) {
     int32_t s = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      uint8_t v = a[m * lda + k] ^ f;
+    uint8_t* dst = r.u8.data() + m * r.Kp;
+    const uint8_t* src = a + m * lda;
+    for (int64_t k = 0; k < K; ++k) {  // plain loops the compiler vectorizes
+      uint8_t v = src[k] ^ f;
+      dst[k] = v;
       s += v;
-      if (p == Path::Avx2) r.u16[static_cast<size_t>(m * r.Kp + k)] = v;
-      else r.u8[static_cast<size_t>(m * r.Kp + k)] = v;
+      mx = v > mx ? v : mx;
     }
     r.rowsum[static_cast<size_t>(m)] = s;
   }
+  r.amax = mx;
   return r;
 }
 
@@ -86,26 +89,34 @@ PackedB pack_b(const uint8_t* raw, int64_t N, int64_t K, int64_t sn, int64_t sk,
   const uint8_t f = flip ? 0x80 : 0;
   auto at = [&](int64_t n, int64_t k) { return static_cast<int8_t>(raw[n * sn + k * sk] ^ f); };
   r.colsum.assign(static_cast<size_t>(N), 0);
+  r.narrow = true;
   for (int64_t n = 0; n < N; ++n) {
     int32_t s = 0;
-    for (int64_t k = 0; k < K; ++k) s += at(n, k);
+    for (int64_t k = 0; k < K; ++k) {
+      int8_t v = at(n, k);
+      s += v;
+      r.narrow = r.narrow && v >= -64 && v <= 64;
+    }
     r.colsum[static_cast<size_t>(n)] = s;
   }
+  // k-quads of `cols`-column panels: element (n, k) at [n / cols][k / 4][n % cols][k % 4].
+  auto quads = [&](int64_t cols) {
+    r.Np = round_up(std::max<int64_t>(N, 1), cols);
+    r.s8.assign(static_cast<size_t>(r.Np * r.Kp), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        r.s8[static_cast<size_t>(((n / cols * (r.Kp / 4) + k / 4) * cols + n % cols) * 4 + k % 4)] = at(n, k);
+  };
   if (p == Path::Scalar) {
     r.Np = N;
     r.s8.assign(static_cast<size_t>(N * r.Kp), 0);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) r.s8[static_cast<size_t>(n * r.Kp + k)] = at(n, k);
   } else if (p == Path::Avx512Vnni) {
-    r.Np = round_up(std::max<int64_t>(N, 1), 16);
-    r.s8.assign(static_cast<size_t>(r.Np * r.Kp), 0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) {
-        int64_t panel = n / 16, col = n % 16, q = k / 4, t = k % 4;
-        r.s8[static_cast<size_t>(((panel * (r.Kp / 4) + q) * 16 + col) * 4 + t)] = at(n, k);
-      }
+    quads(16);
   } else {
-    r.Np = round_up(std::max<int64_t>(N, 1), 8);
+    quads(8);
+    if (r.narrow) return r;  // the u8 x s8 tile is exact for every activation
     r.s16.assign(static_cast<size_t>(r.Np * r.Kp), 0);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) {

@@ -1,14 +1,17 @@
 // The cpu kernels of qlinear and qmatmul: the int8 GEMM of qgemm.h on the ISA level in use
 // (RLX_CPU_ISA: generic -> scalar, avx2 -> AVX2, avx512 -> AVX-512 VNNI where the host has it, else
 // AVX2), zero points folded in through row/column sums, and the epilogue (bias, requantize per
-// src/quant/fixed_point.h or the f32 scale, relu) applied to each finished block of rows.
+// src/quant/fixed_point.h or the f32 scale, relu; the row kernels of qepilogue.h, AVX2 where the
+// host has it) applied to each finished block of rows while it is in cache.
 #include <algorithm>
 #include <memory>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/qepilogue.h"
 #include "backends/cpu/qgemm.h"
+#include "backends/cpu/simd_avx2.h"
 #include "quant/fixed_point.h"
 
 namespace rlx::cpu {
@@ -35,10 +38,8 @@ struct Epilogue {
   std::vector<int32_t> wz;          // weight zero point per column (after the s8 flip)
   std::vector<uint32_t> colterm;    // bias - za * colsum + K * za * wz, mod 2^32
   std::vector<float> scale;         // F32
-  std::vector<int32_t> mul, shift;  // Q8
-  int32_t zp = 0, lo = 0, hi = 0;
+  qepi::Requant rq;                 // Q8
   bool relu = false;
-  quant::Rounding mode = quant::Rounding::HalfEven;
 };
 
 template <class T>
@@ -68,31 +69,26 @@ void finish_epilogue(Epilogue& e, const qgemm::PackedB& b, const int32_t* bias) 
 // per output kind so each is a plain vectorizable loop over the columns.
 void run_rows(const qgemm::PackedA& a, const qgemm::PackedB& b, const Epilogue& e, int64_t m0, int64_t m1, void* out) {
   const int64_t N = b.N, kBlock = 48;
-  std::vector<int32_t> C(static_cast<size_t>(std::min(kBlock, m1 - m0) * N));
+  std::vector<int32_t> C(static_cast<size_t>(std::min(kBlock, m1 - m0) * N)), Q(static_cast<size_t>(N));
   const uint32_t* wz = reinterpret_cast<const uint32_t*>(e.wz.data());
   const uint32_t* ct = e.colterm.data();
+  const bool v = simd::cpu_has_avx2();
   for (int64_t r0 = m0; r0 < m1; r0 += kBlock) {
     int64_t r1 = std::min(m1, r0 + kBlock);
     qgemm::gemm(a, b, r0, r1, C.data(), N);
     for (int64_t m = r0; m < r1; ++m) {
       int32_t* c = C.data() + (m - r0) * N;
       const uint32_t rs = static_cast<uint32_t>(a.rowsum[static_cast<size_t>(m)]);
-      for (int64_t n = 0; n < N; ++n)  // the zero-point corrections, mod 2^32
-        c[n] = static_cast<int32_t>(static_cast<uint32_t>(c[n]) - wz[n] * rs + ct[n]);
+      v ? qepi::correct_avx2(c, N, wz, rs, ct) : qepi::correct_scalar(c, N, wz, rs, ct);
       if (e.kind == OutKind::I32) {
         std::copy(c, c + N, static_cast<int32_t*>(out) + m * N);
       } else if (e.kind == OutKind::F32) {
         float* y = static_cast<float*>(out) + m * N;
-        const float* sc = e.scale.data();
-        for (int64_t n = 0; n < N; ++n) y[n] = static_cast<float>(c[n]) * sc[n];
-        if (e.relu)
-          for (int64_t n = 0; n < N; ++n) y[n] = y[n] < 0 ? 0.0f : y[n];
+        v ? qepi::scale_avx2(c, N, e.scale.data(), e.relu, y) : qepi::scale_scalar(c, N, e.scale.data(), e.relu, y);
       } else {
-        for (int64_t n = 0; n < N; ++n) {
-          int32_t v = quant::requantize(c[n], e.mul[static_cast<size_t>(n)], e.shift[static_cast<size_t>(n)], e.zp, e.lo, e.hi, e.mode);
-          if (e.lo < 0) static_cast<int8_t*>(out)[m * N + n] = static_cast<int8_t>(v);
-          else static_cast<uint8_t*>(out)[m * N + n] = static_cast<uint8_t>(v);
-        }
+        v ? qepi::requant_avx2(c, N, e.rq, Q.data()) : qepi::requant_scalar(c, N, e.rq, Q.data());
+        if (e.rq.lo < 0) std::copy(Q.begin(), Q.end(), static_cast<int8_t*>(out) + m * N);
+        else std::copy(Q.begin(), Q.end(), static_cast<uint8_t*>(out) + m * N);
       }
     }
   }
@@ -129,15 +125,16 @@ void qlinear_with(const Node& n, const std::vector<Tensor>& in, std::vector<Tens
     for (double s : attr_floats(n, "scale")) e.scale.push_back(static_cast<float>(s));
   } else {
     e.kind = OutKind::Q8;
-    for (int64_t v : attr_ints(n, "multiplier")) e.mul.push_back(static_cast<int32_t>(v));
-    for (int64_t v : attr_ints(n, "shift")) e.shift.push_back(static_cast<int32_t>(v));
-    e.zp = static_cast<int32_t>(attr_int(n, "zero_point"));
-    quant::int8_range(dt == DType::u8, &e.lo, &e.hi);
-    if (e.relu) e.lo = std::max(e.lo, e.zp);
-    RLX_CHECK(quant::parse_rounding(attr_str(n, "rounding"), &e.mode), "[cpu] qlinear: bad rounding");
+    for (int64_t v : attr_ints(n, "multiplier")) e.rq.mul.push_back(static_cast<int32_t>(v));
+    for (int64_t v : attr_ints(n, "shift")) e.rq.shift.push_back(static_cast<int32_t>(v));
+    e.rq.zp = static_cast<int32_t>(attr_int(n, "zero_point"));
+    quant::int8_range(dt == DType::u8, &e.rq.lo, &e.rq.hi);
+    if (e.relu) e.rq.lo = std::max(e.rq.lo, e.rq.zp);
+    RLX_CHECK(quant::parse_rounding(attr_str(n, "rounding"), &e.rq.mode), "[cpu] qlinear: bad rounding");
   }
   finish_epilogue(e, b, in.size() > 2 ? in[2].data<int32_t>() : nullptr);
-  expand(e.scale, b.N), expand(e.mul, b.N), expand(e.shift, b.N);
+  expand(e.scale, b.N), expand(e.rq.mul, b.N), expand(e.rq.shift, b.N);
+  if (e.kind == OutKind::Q8) e.rq.prepare();
   qgemm::PackedA a = qgemm::pack_a(x.data<uint8_t>(), M, K, K, xs, b.path);
   run(a, b, e, out[0].raw());
 }
