@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--large-n", type=int, default=2048, help="size of the large dense cases")
     ap.add_argument("--out", default="bench/results/linalg_cpu.json")
+    ap.add_argument("--small-only", action="store_true", help="only the batched small-matrix rows")
     args = ap.parse_args()
     reps = 5 if args.quick else 15
     rng = np.random.default_rng(0)
@@ -164,6 +165,7 @@ def main():
                         *timeit(lambda: jax.block_until_ready(jf(*jins)), reps))
 
     # ---- large dense: RLX vs the LAPACK it links, called directly; SciPy and JAX alongside ----
+    large = () if args.small_only else ("cholesky", "qr", "svd")
     numpy_blas_threads(os.cpu_count() or 1)
     n = args.large_n
     lp = Lapack()
@@ -188,6 +190,8 @@ def main():
         ("svd", g, lambda: rlx.linalg.svd(g), lp.svd, lambda: scipy.linalg.svd(g, full_matrices=False),
          (lambda y: jnp.linalg.svd(y, full_matrices=False)) if jax else None),
     ):
+        if op not in large:
+            continue
         wl = f"{op} {n}x{n}"
         reps_op = max(3, big_reps // (3 if op == "svd" else 1))
         row("rlx", "cpu (LAPACKE)", wl, "f64", 1, *timeit(fr, reps_op, warm=1))

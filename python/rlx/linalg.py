@@ -4,6 +4,10 @@ Each function runs the op of the same name from RLX's op table (docs/linalg.md) 
 ("cpu" by default), batched over leading dims. Called with an ``rlx.Value`` instead of an array, it
 adds the op to that value's Graph (so it can be differentiated with ``rlx.train.value_and_grad``).
 
+Dtypes: float32, float64 and complex64 (complex128 input is rounded to complex64: RLX has no
+complex128 dtype); lstsq and matrix_exp are real only. For complex input cholesky factors the
+Hermitian part, eigh's eigenvalues and svd's singular values are float32.
+
 Errors follow the op table's policy, not numpy's exceptions: a matrix that is not positive definite
 gives a NaN factor (``cholesky(a, return_info=True)`` also returns LAPACK's info per matrix), and a
 singular ``solve``/``inv`` gives NaN; ``det`` is 0 and ``slogdet`` is (0, -inf).
@@ -24,11 +28,13 @@ _cache: dict = {}
 
 def _float(a: Any) -> np.ndarray:
     arr = np.asarray(a)
-    if arr.dtype not in (np.float32, np.float64):
-        if np.iscomplexobj(arr):
-            raise Error("[linalg] complex matrices are not supported (f32 and f64 only)")
-        arr = arr.astype(np.float64)
+    if arr.dtype not in (np.float32, np.float64, np.complex64):
+        # RLX's one complex dtype is c64: complex128 input is rounded to complex64.
+        arr = arr.astype(np.complex64 if np.iscomplexobj(arr) else np.float64)
     return np.ascontiguousarray(arr)
+
+
+_DT = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.complex64): "c64"}
 
 
 def _run(op: str, arrays: list, device: str, attrs: dict, nout: int):
@@ -36,7 +42,7 @@ def _run(op: str, arrays: list, device: str, attrs: dict, nout: int):
     cm = _cache.get(key)
     if cm is None:
         g = Graph(op)
-        ins = [g.input(f"x{i}", "f32" if a.dtype == np.float32 else "f64", list(a.shape)) for i, a in enumerate(arrays)]
+        ins = [g.input(f"x{i}", _DT[a.dtype], list(a.shape)) for i, a in enumerate(arrays)]
         outs = g.op(op, ins, **attrs)
         for o in (outs if isinstance(outs, tuple) else (outs,)):
             g.output(o)
@@ -67,24 +73,29 @@ def _batch2(a: np.ndarray, b: np.ndarray):
 
 
 def cholesky(a, *, return_info: bool = False, device: str = "cpu"):
-    """Lower Cholesky factor of (a + aᵀ)/2; NaN for a matrix that is not positive definite."""
+    """Lower Cholesky factor of (a + aᴴ)/2; NaN for a matrix that is not positive definite."""
     l, info = _apply("cholesky", [a], 2, device)
     return (l, info) if return_info else l
 
 
-def solve_triangular(a, b, *, lower: bool = True, trans: bool = False, unit_diagonal: bool = False,
+def solve_triangular(a, b, *, lower: bool = True, trans=False, unit_diagonal: bool = False,
                      left_side: bool = True, device: str = "cpu"):
-    """X with op(a) X = b (left_side) or X op(a) = b; op(a) = aᵀ when trans. b may be a vector."""
+    """X with op(a) X = b (left_side) or X op(a) = b. trans as scipy's: False/0/"N" op(a) = a,
+    True/1/"T" aᵀ, 2/"C" aᴴ. b may be a vector."""
+    modes = {False: (0, 0), 0: (0, 0), "N": (0, 0), True: (1, 0), 1: (1, 0), "T": (1, 0), 2: (1, 1), "C": (1, 1)}
+    if trans not in modes:
+        raise Error(f"[linalg] solve_triangular: trans {trans!r} (N, T or C)")
+    tr, cj = modes[trans]
     if isinstance(a, Value) or isinstance(b, Value):
         return _apply("triangular_solve", [a, b], 1, device, left_side=int(left_side), lower=int(lower),
-                      transpose_a=int(trans), unit_diagonal=int(unit_diagonal))
+                      transpose_a=tr, unit_diagonal=int(unit_diagonal), conjugate_a=cj)
     a, b = _float(a), _float(b)
     vec = b.ndim == a.ndim - 1
     if vec:
         b = b[..., :, None] if left_side else b[..., None, :]
     a, b = _batch2(a, b)
     x = _apply("triangular_solve", [a, b], 1, device, left_side=int(left_side), lower=int(lower),
-               transpose_a=int(trans), unit_diagonal=int(unit_diagonal))
+               transpose_a=tr, unit_diagonal=int(unit_diagonal), conjugate_a=cj)
     return (x[..., 0] if left_side else x[..., 0, :]) if vec else x
 
 
@@ -103,7 +114,7 @@ def qr(a, mode: str = "reduced", *, device: str = "cpu"):
 
 
 def eigh(a, *, device: str = "cpu"):
-    """(w, v) of (a + aᵀ)/2: ascending eigenvalues, eigenvectors as columns (largest entry positive)."""
+    """(w, v) of (a + aᴴ)/2: ascending eigenvalues, eigenvectors as columns (largest entry real positive)."""
     return tuple(_apply("eigh", [a], 2, device))
 
 
@@ -146,12 +157,15 @@ def slogdet(a, *, device: str = "cpu"):
 
 
 def lstsq(a, b, rcond=None, *, device: str = "cpu"):
-    """Minimum-norm least squares as numpy.linalg.lstsq: (x, residuals, rank, s)."""
+    """Minimum-norm least squares as numpy.linalg.lstsq: (x, residuals, rank, s). Given rlx.Values
+    (b [..., m, k]) it adds the op and returns its outputs (x, rank, s)."""
+    rc = -1.0 if rcond is None else float(rcond)
+    if isinstance(a, Value) or isinstance(b, Value):
+        return _apply("lstsq", [a, b], 3, device, rcond=rc)
     a, b = _float(a), _float(b)
     vec = b.ndim == 1
     if vec:
         b = b[:, None]
-    rc = -1.0 if rcond is None else float(rcond)
     x, rank, s = _apply("lstsq", [a, b], 3, device, rcond=rc)
     m, n = a.shape[-2:]
     if a.ndim == 2 and int(rank) == n and m > n:

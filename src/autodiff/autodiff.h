@@ -68,6 +68,7 @@ RLX_VJP_DECL(vjp_sparse_sddmm) RLX_VJP_DECL(vjp_sparse_sample) RLX_VJP_DECL(vjp_
 // vjp_linalg.cpp
 RLX_VJP_DECL(vjp_cholesky) RLX_VJP_DECL(vjp_triangular_solve) RLX_VJP_DECL(vjp_solve) RLX_VJP_DECL(vjp_inv)
 RLX_VJP_DECL(vjp_det) RLX_VJP_DECL(vjp_slogdet) RLX_VJP_DECL(vjp_eigh) RLX_VJP_DECL(vjp_qr) RLX_VJP_DECL(vjp_svd)
+RLX_VJP_DECL(vjp_lu) RLX_VJP_DECL(vjp_lstsq) RLX_VJP_DECL(vjp_matrix_exp)
 // vjp_splat.cpp
 RLX_VJP_DECL(vjp_splat_project) RLX_VJP_DECL(vjp_splat_rasterize)
 // vjp_collective.cpp

@@ -15,6 +15,7 @@ Ints dims_of(Builder& b, ValueId v) {
   return static_dims(b.shape(v));
 }
 int64_t rank_of(Builder& b, ValueId v) { return static_cast<int64_t>(dims_of(b, v).size()); }
+Shape to_shape(const Ints& d) { return Shape(d.begin(), d.end()); }
 Ints upto(int64_t n) {
   Ints r;
   for (int64_t i = 0; i < n; ++i) r.push_back(i);
@@ -66,6 +67,11 @@ ValueId per_matrix(Builder& b, ValueId s, ValueId like) {
   return b.broadcast_in_dim(s, b.shape(like), upto(rank_of(b, like) - 2));
 }
 
+// The rules are the real ones (transposes, not conjugate transposes); complex inputs are refused.
+void real_only(Builder& b, ValueId a, const char* op) {
+  RLX_CHECK(b.dtype(a) != DType::c64, "[autodiff] ", op, ": gradients of complex (c64) linear algebra are not supported");
+}
+
 ValueId tri_solve(Builder& b, ValueId a, ValueId x, bool left, bool lower, bool trans, bool unit) {
   return b.op(OpKind::TriangularSolve, {a, x},
               {{"left_side", int64_t{left}}, {"lower", int64_t{lower}}, {"transpose_a", int64_t{trans}},
@@ -75,6 +81,7 @@ ValueId tri_solve(Builder& b, ValueId a, ValueId x, bool left, bool lower, bool 
 }  // namespace
 
 Vs vjp_cholesky(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "cholesky");
   if (g[0] < 0) return {-1};
   ValueId L = y[0];
   ValueId P = b.mul(mm(b, mT(b, L), g[0]), tri_mask(b, L, true, 0.5));  // Φ(Lᵀ Ḡ)
@@ -83,6 +90,7 @@ Vs vjp_cholesky(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) 
 }
 
 Vs vjp_triangular_solve(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "triangular_solve");
   if (g[0] < 0) return {-1, -1};
   bool left = attr_int(n, "left_side"), lower = attr_int(n, "lower"), tr = attr_int(n, "transpose_a"),
        unit = attr_int(n, "unit_diagonal");
@@ -94,24 +102,28 @@ Vs vjp_triangular_solve(Builder& b, const Node& n, const Vs& x, const Vs& y, con
 }
 
 Vs vjp_solve(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "solve");
   if (g[0] < 0) return {-1, -1};
   ValueId gB = b.op(OpKind::Solve, {mT(b, x[0]), g[0]})[0];
   return {neg(b, mm(b, gB, mT(b, y[0]))), gB};
 }
 
-Vs vjp_inv(Builder& b, const Node&, const Vs&, const Vs& y, const Vs& g) {
+Vs vjp_inv(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "inv");
   if (g[0] < 0) return {-1};
   ValueId yt = mT(b, y[0]);
   return {neg(b, mm(b, mm(b, yt, g[0]), yt))};
 }
 
 Vs vjp_det(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "det");
   if (g[0] < 0) return {-1};
   ValueId invT = mT(b, b.op(OpKind::Inv, {x[0]})[0]);
   return {b.mul(per_matrix(b, b.mul(g[0], y[0]), x[0]), invT)};
 }
 
 Vs vjp_slogdet(Builder& b, const Node&, const Vs& x, const Vs&, const Vs& g) {
+  real_only(b, x[0], "slogdet");
   if (g[1] < 0) return {-1};  // the sign is piecewise constant
   ValueId invT = mT(b, b.op(OpKind::Inv, {x[0]})[0]);
   return {b.mul(per_matrix(b, g[1], x[0]), invT)};
@@ -119,6 +131,7 @@ Vs vjp_slogdet(Builder& b, const Node&, const Vs& x, const Vs&, const Vs& g) {
 
 // A = V diag(w) Vᵀ: Ā = V (diag(w̄) + F ∘ (Vᵀ V̄)) Vᵀ, F_ij = 1 / (w_j - w_i) off the diagonal.
 Vs vjp_eigh(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "eigh");
   if (g[0] < 0 && g[1] < 0) return {-1};
   ValueId w = y[0], V = y[1];
   int64_t r = rank_of(b, V);
@@ -139,6 +152,7 @@ ValueId zeros(Builder& b, ValueId like) { return b.broadcast_in_dim(scal(b, 0, l
 // Reduced QR with m >= n (R square): with M = QᵀQ̄ - R̄Rᵀ and C = tril₋₁(M - Mᵀ) - M,
 // Ā = (Q̄ + Q C) R⁻ᵀ (the transpose of JAX's qr_jvp_rule).
 Vs vjp_qr(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "qr");
   if (g[0] < 0 && g[1] < 0) return {-1};
   Ints d = dims_of(b, x[0]);
   int64_t m = d[d.size() - 2], nn = d.back();
@@ -156,6 +170,7 @@ Vs vjp_qr(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
 // G = diag(s̄) + (F∘UᵀŪ + (F∘UᵀŪ)ᵀ)∘s_j + (F∘VᵀV̄ + (F∘VᵀV̄)ᵀ)∘s_i with F_ij = 1/(s_j² - s_i²),
 // Ā = U G Vᵀ + (I - UUᵀ)(Ū/s) Vᵀ (m > n) + U ((I - VVᵀ)(V̄/s))ᵀ (n > m).
 Vs vjp_svd(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "svd");
   if (g[0] < 0 && g[1] < 0 && g[2] < 0) return {-1};
   ValueId U = y[0], s = y[1], V = mT(b, y[2]);
   Ints d = dims_of(b, x[0]);
@@ -193,5 +208,69 @@ Vs vjp_svd(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
   return {gA};
 }
 
+// Square A[perm] = L U (L unit lower, U upper, packed in one matrix). The JVP JAX uses,
+// dLU = L tril₋₁(X) + triu(X) U with X = L⁻¹ dA[perm] U⁻¹, transposed: X̄ = tril₋₁(Lᵀ LŪ) + triu(LŪ Uᵀ),
+// Ā = Pᵀ L⁻ᵀ X̄ U⁻ᵀ with P the permutation matrix of `perm`. Pivots, permutation and info carry no
+// gradient (piecewise constant).
+Vs vjp_lu(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "lu");
+  if (g[0] < 0) return {-1};
+  Ints d = dims_of(b, x[0]);
+  int64_t r = static_cast<int64_t>(d.size()), m = d[r - 2], nn = d[r - 1];
+  RLX_CHECK(m == nn, "[autodiff] lu: the gradient needs a square matrix (got ", m, "x", nn, ")");
+  ValueId LU = y[0], gLU = g[0];
+  ValueId L = b.add(b.mul(LU, tri_mask(b, LU, true, 0.0)), eye_like(b, LU));
+  ValueId U = b.mul(LU, tri_mask(b, LU, false, 1.0));
+  ValueId gX = b.add(b.mul(mm(b, mT(b, L), gLU), tri_mask(b, LU, true, 0.0)),
+                     b.mul(mm(b, gLU, mT(b, U)), tri_mask(b, LU, false, 1.0)));
+  ValueId gY = tri_solve(b, LU, tri_solve(b, LU, gX, true, true, true, true), false, false, true, false);
+  // P[i, j] = (perm[i] == j); Ā = Pᵀ Ȳ.
+  Shape sq = b.shape(LU);
+  ValueId cols = b.op1(OpKind::Iota, {}, {{"shape", sq}, {"dim", r - 1}, {"dtype", DType::i32}});
+  ValueId P = b.convert(b.op1(OpKind::Eq, {spread(b, y[2], LU, r - 2), cols}), b.dtype(LU));
+  return {mm(b, mT(b, P), gY)};
+}
+
+// Minimum-norm X = A⁺ B, differentiated through the pseudo-inverse (constant rank; JAX's pinv JVP,
+// dA⁺ = -A⁺ dA A⁺ + A⁺A⁺ᵀ dAᵀ (I - AA⁺) + (I - A⁺A) dAᵀ A⁺ᵀA⁺, transposed and contracted with B):
+// B̄ = A⁺ᵀ X̄, Ā = -B̄ Xᵀ + (B - AX)(A⁺B̄)ᵀ + (A⁺ᵀX)(X̄ - AᵀB̄)ᵀ. A⁺ is lstsq(A, I) with the node's rcond.
+Vs vjp_lstsq(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
+  real_only(b, x[0], "lstsq");
+  if (g[0] < 0) return {-1, -1};  // rank and singular values: rank is constant, S has its own rule (svd)
+  ValueId A = x[0], B = x[1], X = y[0], gX = g[0];
+  Ints d = dims_of(b, A);
+  int64_t r = static_cast<int64_t>(d.size()), m = d[r - 2];
+  Ints dm = d;
+  dm[r - 1] = m;
+  Tensor I(b.dtype(A), {m, m});
+  for (int64_t i = 0; i < m; ++i) I.set(i * m + i, 1.0);
+  ValueId Im = b.broadcast_in_dim(b.constant(I), to_shape(dm), {r - 2, r - 1});
+  ValueId P = b.op(OpKind::Lstsq, {A, Im}, {{"rcond", attr_float(n, "rcond")}})[0];  // A⁺ [..., n, m]
+  ValueId PT = mT(b, P);
+  ValueId gB = mm(b, PT, gX);
+  ValueId res = b.sub(B, mm(b, A, X));
+  ValueId gA = neg(b, mm(b, gB, mT(b, X)));
+  gA = b.add(gA, mm(b, res, mT(b, mm(b, P, gB))));
+  gA = b.add(gA, mm(b, mm(b, PT, X), mT(b, b.sub(gX, mm(b, mT(b, A), gB)))));
+  return {gA, gB};
+}
+
+// The adjoint of the Fréchet derivative of exp at A is the Fréchet derivative at Aᵀ, read (as JAX's
+// expm JVP does) from the upper-right block of exp([[Aᵀ, Ḡ], [0, Aᵀ]]).
+Vs vjp_matrix_exp(Builder& b, const Node&, const Vs& x, const Vs&, const Vs& g) {
+  real_only(b, x[0], "matrix_exp");
+  if (g[0] < 0) return {-1};
+  Ints d = dims_of(b, x[0]);
+  int64_t r = static_cast<int64_t>(d.size()), nn = d[r - 1];
+  ValueId AT = mT(b, x[0]);
+  ValueId top = b.op1(OpKind::Concatenate, {AT, g[0]}, {{"axis", r - 1}});
+  ValueId bot = b.op1(OpKind::Concatenate, {zeros(b, AT), AT}, {{"axis", r - 1}});
+  ValueId big = b.op1(OpKind::Concatenate, {top, bot}, {{"axis", r - 2}});
+  ValueId E = b.op(OpKind::MatrixExp, {big})[0];
+  Ints lo(r, 0), hi = d;
+  lo[r - 1] = nn;
+  hi[r - 1] = 2 * nn;
+  return {b.op1(OpKind::Slice, {E}, {{"start", lo}, {"limit", hi}})};
+}
 
 }  // namespace rlx::ad

@@ -80,6 +80,7 @@ DTypeSet dtype_rule(const char* r) {
   if (s == "kBoolInt") return DTypeSet::ints() | DTypeSet::of({DType::boolean});
   if (s == "kRealBool") return DTypeSet::real() | DTypeSet::of({DType::boolean});
   if (s == "kLinalg") return DTypeSet::of({DType::f32, DType::f64});
+  if (s == "kLinalgC") return DTypeSet::of({DType::f32, DType::f64, DType::c64});
   if (s == "kF32") return DTypeSet::of({DType::f32});
   if (s == "kI32") return DTypeSet::of({DType::i32});
   if (s == "kQuant8") return DTypeSet::of({DType::i8, DType::u8});

@@ -36,6 +36,7 @@ int64_t batch_count(const Tensor& t) {
 }
 
 std::vector<Tensor> reference_eval(const Node& n, const std::vector<Tensor>& in, const std::vector<ValueType>& ot) {
+  if (in[0].dtype() == DType::c64) return reference_eval_complex(n, in, ot);
   std::vector<Tensor> out;
   for (auto& t : ot) out.push_back(alloc(t));
   const Tensor& A = in[0];

@@ -22,10 +22,11 @@ int64_t attr_or(OpKind k, const Attrs& a, const char* n) {
 
 std::string dstr(const Dim& d) { return d.is_static() ? std::to_string(d.v) : d.sym; }
 
-// The matrix operand: float (f32/f64) and rank >= 2; `square` also requires n x n.
-std::string matrix(const char* what, const ValueType& t, bool square) {
-  REQUIRE(t.dtype == DType::f32 || t.dtype == DType::f64,
-          std::string(what) + " must be f32 or f64, got " + std::string(dtype_name(t.dtype)));
+// The matrix operand: f32/f64 (and c64 where `complex_ok`) and rank >= 2; `square` also requires n x n.
+std::string matrix(const char* what, const ValueType& t, bool square, bool complex_ok = true) {
+  REQUIRE(t.dtype == DType::f32 || t.dtype == DType::f64 || (complex_ok && t.dtype == DType::c64),
+          std::string(what) + (complex_ok ? " must be f32, f64 or c64, got " : " must be f32 or f64, got ") +
+              std::string(dtype_name(t.dtype)));
   REQUIRE(t.shape.size() >= 2, std::string(what) + " must have rank >= 2 (a [..., m, n] batch of matrices), got " +
                                    shape_str(t.shape));
   if (square) {
@@ -41,6 +42,8 @@ Shape with(Shape b, std::initializer_list<Dim> tail) {
   return b;
 }
 ValueType i32(Shape s) { return ValueType{DType::i32, std::move(s)}; }
+// The dtype of real-valued results (eigenvalues, singular values, log|det|): f32 for c64.
+DType real_of(DType t) { return t == DType::c64 ? DType::f32 : t; }
 
 // min(a, b) of two dims; symbolic only when equal.
 bool dim_min(const Dim& a, const Dim& b, Dim* out) {
@@ -104,7 +107,7 @@ std::string infer_qr(const In& in, const Attrs& a, Out& o) {
 
 std::string infer_eigh(const In& in, const Attrs&, Out& o) {
   if (auto e = matrix("eigh input", in[0], true); !e.empty()) return e;
-  o = {ValueType{in[0].dtype, with(batch_of(in[0].shape), {in[0].shape.back()})}, in[0]};
+  o = {ValueType{real_of(in[0].dtype), with(batch_of(in[0].shape), {in[0].shape.back()})}, in[0]};
   return "";
 }
 
@@ -116,7 +119,7 @@ std::string infer_svd(const In& in, const Attrs&, Out& o) {
   REQUIRE(dim_min(m, n, &k), "svd: min(m, n) of symbolic dims is unknown");
   Shape b = batch_of(s);
   DType t = in[0].dtype;
-  o = {ValueType{t, with(b, {m, k})}, ValueType{t, with(b, {k})}, ValueType{t, with(b, {k, n})}};
+  o = {ValueType{t, with(b, {m, k})}, ValueType{real_of(t), with(b, {k})}, ValueType{t, with(b, {k, n})}};
   return "";
 }
 
@@ -137,7 +140,7 @@ std::string infer_inv(const In& in, const Attrs&, Out& o) {
 }
 
 std::string infer_matrix_exp(const In& in, const Attrs&, Out& o) {
-  if (auto e = matrix("matrix_exp input", in[0], true); !e.empty()) return e;
+  if (auto e = matrix("matrix_exp input", in[0], true, false); !e.empty()) return e;
   o = {in[0]};
   return "";
 }
@@ -150,13 +153,13 @@ std::string infer_det(const In& in, const Attrs&, Out& o) {
 
 std::string infer_slogdet(const In& in, const Attrs&, Out& o) {
   if (auto e = matrix("slogdet input", in[0], true); !e.empty()) return e;
-  ValueType t{in[0].dtype, batch_of(in[0].shape)};
-  o = {t, t};
+  Shape b = batch_of(in[0].shape);
+  o = {ValueType{in[0].dtype, b}, ValueType{real_of(in[0].dtype), b}};
   return "";
 }
 
 std::string infer_lstsq(const In& in, const Attrs&, Out& o) {
-  if (auto e = matrix("lstsq A", in[0], false); !e.empty()) return e;
+  if (auto e = matrix("lstsq A", in[0], false, false); !e.empty()) return e;
   if (auto e = rhs("lstsq", in[0], in[1]); !e.empty()) return e;
   const Shape &as = in[0].shape, &bs = in[1].shape;
   const Dim &m = as[as.size() - 2], &n = as.back();

@@ -187,6 +187,12 @@ CASES = {
             lambda x, w: (jnp.sum(w[0] * jnp.linalg.svd(x[0], full_matrices=False)[1])
                           + jnp.sum(w[1] * jnp.linalg.svd(x[0], full_matrices=False)[0] ** 2)
                           + jnp.sum(w[2] * jnp.linalg.svd(x[0], full_matrices=False)[2] ** 2))),
+    "lu": ([general((2,), 4, 4)], lambda g, x, w: wsum(g, la.lu(x[0])[0], w[0]),
+           lambda x, w: jnp.sum(w[0] * jax.lax.linalg.lu(x[0])[0])),
+    "lstsq": ([general((2,), 5, 3), RNG.standard_normal((2, 5, 2))], lambda g, x, w: wsum(g, la.lstsq(x[0], x[1])[0], w[0]),
+              lambda x, w: jnp.sum(w[0] * jax.vmap(lambda a, b: jnp.linalg.lstsq(a, b)[0])(x[0], x[1]))),
+    "matrix_exp": ([0.5 * general((2,), 3, 3)], lambda g, x, w: wsum(g, la.expm(x[0]), w[0]),
+                   lambda x, w: jnp.sum(w[0] * jax.scipy.linalg.expm(x[0]))),
 }
 
 
@@ -194,7 +200,7 @@ CASES = {
 def test_gradients_match_jax(name):
     arrays, build, jfn = CASES[name]
     out_shapes = {"det": [(3,)], "slogdet": [(3,)], "eigh": [(2, 4), (2, 4, 4)], "qr": [(2, 5, 3), (2, 3, 3)],
-                  "svd": [(2, 3), (2, 5, 3), (2, 3, 3)]}
+                  "svd": [(2, 3), (2, 5, 3), (2, 3, 3)], "lstsq": [(2, 3, 2)]}
     shapes = out_shapes.get(name, [arrays[-1].shape if name in ("solve", "triangular_solve") else arrays[0].shape])
     ws = [RNG.standard_normal(s) for s in shapes]
     got = rlx_grad(lambda g, ins: build(g, ins, ws), arrays)

@@ -386,8 +386,7 @@ TEST(Autodiff, ClassificationHeadGradientIsClosedForm) {
 
 TEST(Autodiff, EveryMirPrimitiveHasAVjpOrIsMarked) {
   // The VJP column of ops.def names a rule, or marks the op nondiff / pending (complex parts: f64
-  // finite differences cannot probe them; complex autodiff is not supported; lu, lstsq and
-  // matrix_exp have no rule yet).
+  // finite differences cannot probe them; complex autodiff is not supported).
   for (int i = 0; i < num_ops(); ++i) {
     OpKind k = static_cast<OpKind>(i);
     const auto& info = op_info(k);
@@ -395,9 +394,9 @@ TEST(Autodiff, EveryMirPrimitiveHasAVjpOrIsMarked) {
     bool pending = info.vjp == "pending";
     EXPECT_EQ(ad::has_vjp(k), !pending) << op_name(k) << ": VJP column '" << info.vjp << "'";
     EXPECT_EQ(ad::is_nondifferentiable(k), info.vjp == "nondiff") << op_name(k);
-    if (pending) {  // linear algebra without a rule yet: docs/linalg.md; send/recv: docs/distributed.md
-      EXPECT_TRUE(k == OpKind::Real || k == OpKind::Imag || k == OpKind::Conj || k == OpKind::Lu ||
-                  k == OpKind::Lstsq || k == OpKind::MatrixExp || k == OpKind::Send || k == OpKind::Recv)
+    if (pending) {  // send/recv: docs/distributed.md
+      EXPECT_TRUE(k == OpKind::Real || k == OpKind::Imag || k == OpKind::Conj || k == OpKind::Send ||
+                  k == OpKind::Recv)
           << op_name(k);
     }
   }

@@ -155,4 +155,31 @@ TEST(LinalgVjp, ComposedCholeskySolve) {
         });
 }
 
+TEST(LinalgVjp, LuSquare) {
+  // Packed LU of a matrix with a pivot in every column (rows far from diagonally dominant).
+  check("lu", {rnd({2, 4, 4}, 15)}, [](Builder& b, const std::vector<ValueId>& x) {
+    return std::vector<ValueId>{op1(b, OpKind::Lu, {x[0]})};
+  });
+}
+
+TEST(LinalgVjp, LstsqTallWide) {
+  // Overdetermined (residual nonzero), underdetermined (minimum norm) and square, full rank.
+  for (auto sh : {std::pair<Ints, Ints>{{2, 5, 3}, {2, 5, 2}}, {{1, 3, 5}, {1, 3, 2}}, {{1, 4, 4}, {1, 4, 1}}}) {
+    check("lstsq", {rnd(sh.first, 16, 0.5), rnd(sh.second, 17)}, [](Builder& b, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{op1(b, OpKind::Lstsq, {x[0], x[1]})};
+    });
+  }
+}
+
+TEST(LinalgVjp, MatrixExpSmallAndLargeNorm) {
+  // A small norm (low Padé degree) and a large one (degree 13 with squarings).
+  for (double scale : {0.3, 3.0}) {
+    Tensor a = rnd({2, 3, 3}, 18);
+    for (int64_t i = 0; i < a.numel(); ++i) a.set(i, a.get(i) * scale);
+    check("matrix_exp", {a}, [](Builder& b, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{op1(b, OpKind::MatrixExp, {x[0]})};
+    }, 1e-5);
+  }
+}
+
 }  // namespace

@@ -31,8 +31,9 @@ CapabilitySet cpu_caps() {
     if (sparse::is_sparse_op(static_cast<OpKind>(i))) c.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
   add_ops(c, {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatSh, OpKind::SplatRasterize,
               OpKind::SplatRasterizeGrad}, DTypeSet::of({D::f32, D::f64}));  // splat.cpp
-  for (int i = 0; i < num_ops(); ++i)  // LAPACKE + own small-matrix kernels, linalg*.cpp
-    if (is_linalg(static_cast<OpKind>(i))) c.add(static_cast<OpKind>(i), DTypeSet::of({D::f32, D::f64}));
+  for (int i = 0; i < num_ops(); ++i)  // LAPACKE + own small-matrix kernels, linalg*.cpp; c64 by the reference
+    if (is_linalg(static_cast<OpKind>(i)))
+      c.add(static_cast<OpKind>(i), op_info(static_cast<OpKind>(i)).dtypes & DTypeSet::of({D::f32, D::f64, D::c64}));
   // Collectives through the process's communicator (src/dist: in-process, Open MPI); the only
   // device that claims them: the others' buffers would need a device-side transport (NCCL on cuda).
   const DTypeSet coll = DTypeSet::of({D::f32, D::f64, D::i8, D::u8, D::i16, D::i32, D::i64, D::u16, D::u32, D::u64});

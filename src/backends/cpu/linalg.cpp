@@ -339,8 +339,12 @@ RLX_KERNEL(qr_k)
 
 }  // namespace
 
-// lu, lstsq and matrix_exp (and svd/qr without LAPACKE) run the generic kernel: the float64 reference.
+KernelFn find_linalg_kernel_c64(OpKind op);  // linalg_complex.cpp
+
+// lu, lstsq and matrix_exp (and svd/qr without LAPACKE) run the generic kernel: the float64 reference;
+// c64 ops without a LAPACKE kernel run the complex reference.
 KernelFn find_linalg_kernel(OpKind op, DType dt) {
+  if (dt == DType::c64) return find_linalg_kernel_c64(op);
   switch (op) {
     case OpKind::Cholesky: return typed<cholesky_k_s>(dt);
     case OpKind::TriangularSolve: return typed<triangular_solve_k_s>(dt);
