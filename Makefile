@@ -222,7 +222,7 @@ fuzz-smoke: fuzz-build
 # --- ISA matrix: the cpu conformance cases and the cpu kernel and model-parity tests once per
 # instruction-set level this host supports (RLX_CPU_ISA; `rlx devices` lists the levels). `make test`
 # runs the host's own level; this runs every level, lowest first.
-ISA_TEST_FILTER ?= Conformance.*:QuantAffine.*:CpuKernels.*:CpuFast*:CpuJit.*:CpuAttention.*:CpuConv*:RowFuse.*:GemmF32.*:Gemm*:SimdAvx2.*:Bert.*:Qwen3.*:Train*:Session.*
+ISA_TEST_FILTER ?= Conformance.*:QuantAffine.*:QDot.*:CpuKernels.*:CpuFast*:CpuJit.*:CpuAttention.*:CpuConv*:RowFuse.*:GemmF32.*:Gemm*:SimdAvx2.*:Bert.*:Qwen3.*:Train*:Session.*
 .PHONY: test-isa
 test-isa: build
 	@levels=$$($(BUILD)/bin/rlx devices | sed -n 's/.*ISA levels: \([a-z0-9 ]*\);.*/\1/p' | head -n 1); \

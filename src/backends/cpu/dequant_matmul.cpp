@@ -1,24 +1,49 @@
 // Packed dequant-matmul on cpu: weights stay in their GGML blocks. One row of x (decoding one
-// sequence): Q4_0/Q4_1/Q8_0 rows are dotted with x block by block without expanding them; other
-// types are expanded one weight row at a time into a small f32 buffer (L1-resident) and dotted. Several rows (a prefill, or a decode step batched over sequences): each worker
-// expands a tile of weight rows and runs the f32 GEMM over all rows of x against it, so the
-// expansion is paid once per tile instead of the dot products dominating. Covers every block type
-// of src/quant (Q8_0, Q4_0, Q4_K, Q6_K are the ones Qwen3 GGUF files use).
+// sequence): for Q4_0/Q4_1/Q8_0 x is quantized to 8-bit blocks once and every weight row is an
+// integer block dot (qdot.h, llama.cpp's decode arithmetic); RLX_QDOT=0 keeps x in f32 and dots the
+// blocks with it directly instead (the f32 semantics of the op, to compare against). Other types
+// are expanded one weight row at a time into a small f32 buffer (L1-resident) and dotted. Several
+// rows (a prefill, or a decode step batched over sequences): each worker expands a tile of weight
+// rows and runs the f32 GEMM over all rows of x against it, so the expansion is paid once per tile
+// instead of the dot products dominating. Covers every block type of src/quant.
+// One-row products are split over output rows into one range per thread, and run on the calling
+// thread alone when the whole product is too small to pay for waking the pool.
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/gemm_avx2.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/qdot.h"
 #include "quant/blocks.h"
+#include "runtime/env.h"
 
 namespace rlx::cpu {
 
 namespace {
 
-// One weight row of 32-element blocks dotted with x without expanding the row: per block the
+// RLX_QDOT=0: one-row products in f32 (no activation quantization). Read once.
+bool qdot_enabled() {
+  static const bool on = env_on("RLX_QDOT", true);
+  return on;
+}
+
+// Multiply-adds below which a product runs on the calling thread: waking the other worker and
+// joining costs a few microseconds, about what this many block MACs take on one core.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 17;
+
+// fn(j0, j1) over the N output rows of a product of N * k multiply-adds: one contiguous range per
+// thread, or all of them inline when the product is small.
+template <class F>
+void split_rows(int64_t N, int64_t k, F&& fn) {
+  const int64_t parts = std::min<int64_t>(num_threads(), std::max<int64_t>(1, N * k / kMinMacsPerThread));
+  if (parts <= 1) return fn(int64_t{0}, N);
+  parallel_for(N, (N + parts - 1) / parts, fn);
+}
+
+// One weight row of 32-element blocks dotted with f32 x without expanding the row: per block the
 // integer codes are multiplied into x and the block scale (and Q4_1's min times the block's x sum)
-// applied once. Covers the block types llama-family GGUF files use for most projections.
+// applied once.
 template <quant::GgmlType T>
 float block_row_dot(const uint8_t* wr, const float* x, int64_t nb) {
   float acc = 0;
@@ -49,11 +74,23 @@ float block_row_dot(const uint8_t* wr, const float* x, int64_t nb) {
 }
 
 template <quant::GgmlType T>
-void fused_gemv(const float* xp, const uint8_t* wp, float* yp, int64_t M, int64_t N, int64_t k, int64_t rb) {
-  const int64_t nb = k / quant::kQK, grain = std::max<int64_t>(1, 65536 / (k * std::max<int64_t>(M, 1) + 1));
-  parallel_for(N, grain, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t m = 0; m < M; ++m) yp[m * N + j] = block_row_dot<T>(wp + j * rb, xp + m * k, nb);
+void f32_gemv(const float* xp, const uint8_t* wp, float* yp, int64_t N, int64_t k, int64_t rb) {
+  const int64_t nb = k / quant::kQK;
+  split_rows(N, k, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) yp[j] = block_row_dot<T>(wp + j * rb, xp, nb);
+  });
+}
+
+// x quantized once into a per-thread buffer (kept across runs, so warm runs do not allocate), then
+// every weight row an integer block dot against it.
+void int_gemv(quant::GgmlType t, const float* xp, const uint8_t* wp, float* yp, int64_t N, int64_t k, int64_t rb) {
+  thread_local std::vector<qdot::BlockX8> xq;
+  const int64_t nb = k / quant::kQK;
+  if (static_cast<int64_t>(xq.size()) < nb) xq.resize(static_cast<size_t>(nb));
+  qdot::quantize_row(xp, xq.data(), k);
+  const qdot::BlockX8* xb = xq.data();
+  split_rows(N, k, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) yp[j] = qdot::row_dot(t, wp + j * rb, xb, nb);
   });
 }
 
@@ -83,16 +120,15 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
     });
     return;
   }
-  if (M == 1 && k % quant::kQK == 0) {  // one row (a decode step): the blocks dotted in place
+  if (M == 1 && k % quant::kQK == 0 && qdot::supported(tr->type)) {  // one row (a decode step)
+    if (qdot_enabled()) return int_gemv(tr->type, xp, wp, yp, N, k, rb);
     switch (tr->type) {
-      case quant::GgmlType::Q8_0: return fused_gemv<quant::GgmlType::Q8_0>(xp, wp, yp, M, N, k, rb);
-      case quant::GgmlType::Q4_0: return fused_gemv<quant::GgmlType::Q4_0>(xp, wp, yp, M, N, k, rb);
-      case quant::GgmlType::Q4_1: return fused_gemv<quant::GgmlType::Q4_1>(xp, wp, yp, M, N, k, rb);
-      default: break;
+      case quant::GgmlType::Q8_0: return f32_gemv<quant::GgmlType::Q8_0>(xp, wp, yp, N, k, rb);
+      case quant::GgmlType::Q4_0: return f32_gemv<quant::GgmlType::Q4_0>(xp, wp, yp, N, k, rb);
+      default: return f32_gemv<quant::GgmlType::Q4_1>(xp, wp, yp, N, k, rb);
     }
   }
-  int64_t grain = std::max<int64_t>(1, 65536 / (k * std::max<int64_t>(M, 1) + 1));
-  parallel_for(N, grain, [&](int64_t j0, int64_t j1) {
+  auto rows = [&](int64_t j0, int64_t j1) {
     std::vector<float> row(static_cast<size_t>(k));
     for (int64_t j = j0; j < j1; ++j) {
       quant::dequantize_row(tr->type, wp + j * rb, row.data(), k);
@@ -111,7 +147,9 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
         yp[m * N + j] = (a0 + a1) + (a2 + a3);
       }
     }
-  });
+  };
+  if (M == 1) return split_rows(N, k, rows);
+  parallel_for(N, std::max<int64_t>(1, 65536 / (k * M + 1)), rows);
 }
 
 // The MIR primitive: blocks -> f32, rows in parallel.
