@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/fuse_lir.h"
+#include "backends/cuda/splat.h"
 
 namespace rlx::cuda {
 
@@ -31,6 +32,9 @@ CapabilitySet cuda_kernel_caps() {
     caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
   // dense linear algebra through cuSOLVER (solver.cpp)
   caps.ops[OpKind::Cholesky] = DTypeSet::of({D::f32, D::f64});
+  // gaussian splatting: projection, tile binning + compositing and their VJPs (splat.h)
+  for (auto k : {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatRasterize, OpKind::SplatRasterizeGrad})
+    caps.ops[k] = DTypeSet::of({D::f32});
   return caps;
 }
 
