@@ -78,7 +78,9 @@ TEST(SplatCuda, NativeAndKernelsCompileForSm90) {
       project += label.find("[project]") != std::string::npos;
       project_grad += label.find("[project_grad]") != std::string::npos;
       ASSERT_FALSE(ks.code.empty()) << label;
-      if (a) EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << label;
+      if (a) {
+        EXPECT_NO_THROW(cuda::nvrtc_compile_for(*a, "sm_90", ks.code)) << label;
+      }
     }
   }
   // the gradient graph renders forward too (the loss needs the image)
