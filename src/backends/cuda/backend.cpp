@@ -4,7 +4,6 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/fuse_lir.h"
-#include "backends/cuda/splat.h"
 
 namespace rlx::cuda {
 
@@ -32,13 +31,20 @@ CapabilitySet cuda_kernel_caps() {
     caps.ops[k] = op_info(k).dtypes & cu_types.minus(DTypeSet::of({D::boolean}));
   // dense linear algebra through cuSOLVER (solver.cpp)
   caps.ops[OpKind::Cholesky] = DTypeSet::of({D::f32, D::f64});
-  // gaussian splatting: projection, tile binning + compositing and their VJPs (splat.h)
-  for (auto k : {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatRasterize, OpKind::SplatRasterizeGrad})
-    caps.ops[k] = DTypeSet::of({D::f32});
   return caps;
 }
 
 namespace {
+
+// cuda's own set: the kernel set plus the gaussian-splatting steps (splat.h: projection, tile
+// binning + compositing and their VJPs, f32), which are not in cuda_kernel_caps() because rocm
+// starts from that set and has no splat step.
+CapabilitySet cuda_caps() {
+  CapabilitySet caps = cuda_kernel_caps();
+  for (auto k : {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatRasterize, OpKind::SplatRasterizeGrad})
+    caps.ops[k] = DTypeSet::of({DType::f32});
+  return caps;
+}
 
 class CudaBackend : public Backend {
  public:
@@ -49,7 +55,7 @@ class CudaBackend : public Backend {
     int st = probing ? runtime_probe(&why) : 1;
     return DeviceInfo{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
                       st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware),
-                      why, cuda_kernel_caps()};
+                      why, cuda_caps()};
   }
   LirSchedule schedule() const override { return cuda_schedule(); }
   std::unique_ptr<Executable> compile(const LirProgram& p) const override { return make_cuda_executable(p); }
