@@ -36,6 +36,16 @@ CapabilitySet cuda_kernel_caps() {
 
 namespace {
 
+// cuda's own set: the kernel set plus the gaussian-splatting steps (splat.h: projection, tile
+// binning + compositing and their VJPs, f32), which are not in cuda_kernel_caps() because rocm
+// starts from that set and has no splat step.
+CapabilitySet cuda_caps() {
+  CapabilitySet caps = cuda_kernel_caps();
+  for (auto k : {OpKind::SplatProject, OpKind::SplatProjectGrad, OpKind::SplatRasterize, OpKind::SplatRasterizeGrad})
+    caps.ops[k] = DTypeSet::of({DType::f32});
+  return caps;
+}
+
 class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
@@ -45,7 +55,7 @@ class CudaBackend : public Backend {
     int st = probing ? runtime_probe(&why) : 1;
     return DeviceInfo{"cuda", "NVRTC kernels, cuBLASLt, fused attention, CUDA graphs",
                       st == 0 ? DeviceStatus::Available : (st == 1 ? DeviceStatus::NoDriver : DeviceStatus::NoHardware),
-                      why, cuda_kernel_caps()};
+                      why, cuda_caps()};
   }
   LirSchedule schedule() const override { return cuda_schedule(); }
   std::unique_ptr<Executable> compile(const LirProgram& p) const override { return make_cuda_executable(p); }

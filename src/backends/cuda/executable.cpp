@@ -20,6 +20,7 @@
 #include "backends/cuda/memory.h"
 #include "backends/cuda/render.h"
 #include "backends/cuda/solver.h"
+#include "backends/cuda/splat.h"
 #include "lir/plan.h"
 
 namespace rlx::cuda {
@@ -29,7 +30,7 @@ namespace {
 constexpr size_t kWorkspace = 32u << 20;
 
 struct Step {
-  enum Kind { Launch, Gemm, Copy, Solver } kind = Launch;
+  enum Kind { Launch, Gemm, Copy, Solver, Splat } kind = Launch;
   std::string label;
   // Launch
   CUfunction fn = nullptr;
@@ -41,6 +42,8 @@ struct Step {
   size_t bytes = 0;
   // Solver: cuSOLVER calls between its pre/post launches (solver.h)
   std::unique_ptr<SolverPlan> solver;
+  // Splat: the splat kernels of one op (splat.h)
+  std::unique_ptr<SplatPlan> splat;
   // The LIR kernels this step runs (several for a merged launch); `concurrent`: a merged launch
   // whose parts run at the same time (no order between them).
   std::vector<int> kernels;
@@ -288,7 +291,8 @@ class CudaExecutable : public Executable {
     std::ostringstream os;
     os << steps_.size() << " steps (" << gemms << " cuBLASLt GEMMs, " << launches << " NVRTC kernel launches, " << copies
        << " copies; " << folded_ << " transposes folded into attention, " << folded_adds_ << " residual adds into norms, " << batched_ << " sibling-linear groups batched, " << gemm_bias_ << " bias adds into GEMM epilogues, " << in_place_ << " feedbacks written in place, " << merged_ << " kernels merged into " << merged_launches_ << " launches, " << tuned_ << " GEMMs autotuned off the heuristic's first choice; " << compiled << " kernels compiled, " << disk_hits << " from the disk cache), CUDA graph "
-       << (graphs_ ? (exec_ ? "captured" : "pending") : "off") << ", arena " << (p_.arena_bytes >> 10) << " KiB";
+       << (graphs_ ? (exec_ ? "captured" : "pending") : "off") << (no_graph_why_.empty() ? "" : " (" + no_graph_why_ + ")")
+       << ", arena " << (p_.arena_bytes >> 10) << " KiB";
     for (auto& s : steps_)
       if (!s.phase.empty()) os << ", persistent launch " << (s.cooperative ? "cooperative" : "plain (no cooperative launch here)");
     if (!graph_coop_) os << " (captured as a plain launch: this driver cannot capture a cooperative one)";
@@ -462,6 +466,19 @@ class CudaExecutable : public Executable {
       add_launch(post, args, label + "[out]");
       return;
     }
+    if (splat_has(k.op)) {  // gaussian splatting: its own launches (and a host sync for the pair count)
+      Step s;
+      s.kind = Step::Splat;
+      s.splat = std::make_unique<SplatPlan>(k.op, k.attrs, in, args);
+      compiled_ += s.splat->kernels();
+      s.label = label + "[splat]";
+      if (splat_syncs(k.op) && graphs_) {
+        graphs_ = false;
+        no_graph_why_ = "a splat rasterize step reads its pair count back";
+      }
+      steps_.push_back(std::move(s));
+      return;
+    }
     GemmShape g;
     std::string post;
     if (k.attrs.count("cuda_siblings")) {  // batched sibling linears: A shared, B/bias/C strided
@@ -622,6 +639,7 @@ class CudaExecutable : public Executable {
       }
       case Step::Gemm: s.gemm->run(s.args[0], s.args[1], s.args[2], s.args[3], workspace_.ptr, stream_); break;
       case Step::Solver: s.solver->run(stream_); break;
+      case Step::Splat: s.splat->run(stream_); break;
       case Step::Copy:
         if (s.bytes) check(a.cuMemcpyDtoDAsync(s.args[1], s.args[0], s.bytes, stream_), "copy");
         break;
@@ -717,6 +735,7 @@ class CudaExecutable : public Executable {
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   bool profile_ = false, graphs_ = true;
+  std::string no_graph_why_;  // set when a step forbids capture (graphs_ then false)
   bool coop_now_ = true, graph_coop_ = true;  // cooperative launches now / inside the captured graph
   std::string grid_refused_;                  // why the persistent launch was not built (empty: built or not planned)
   int merged_ = 0, merged_launches_ = 0;
@@ -768,6 +787,8 @@ std::vector<std::pair<std::string, KernelSource>> render_for_check(const LirProg
       if (post != "none") r.emplace_back(k.label() + "[" + post + "]", render_activation(post, out[0]));
     } else if (k.op == OpKind::Reshape && k.in.size() == 1) {
       r.emplace_back("copy", KernelSource{});
+    } else if (splat_has(k.op)) {
+      for (auto& [name, ks] : splat_kernels(k.op, k.attrs, in)) r.emplace_back(k.label() + "[" + name + "]", ks);
     } else if (solver_has(k.op)) {
       auto [pre, post] = solver_kernels(k.op, in);
       r.emplace_back(k.label() + "[in]", pre);

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Gaussian splatting on cuda, on the lent H200 (the `device` tool; docs/splatting.md, "Devices"):
+# build from source with scripts/device/CMakeLists.txt, run the cuda splat tests
+# (tests/unit/test_cuda_splat.cpp: kernels compile for sm_90, image/alpha/every gradient vs the cpu
+# backend), then RLX cuda forward and forward+backward at 100k and 1M Gaussians, 1920x1080, SH 3,
+# beside gsplat in one run (bench/splat_gsplat.py --splatcuda; gsplat's first-use compile is
+# time-boxed: the RLX rows are written before it starts).
+# Carry build-cuda/devcarry.tar.xz (GoogleTest, as scripts/device/h200_cuda.sh) and .whl (the gsplat
+# wheel, as scripts/device/h200_splat.sh). $OUT gets log.txt, tests.txt, h200_splatcuda.json.
+# Whole script: at most ~8 minutes (TOTAL_S, default 470 s, caps the gsplat part).
+set -u
+source "$(dirname "$0")/common.sh"
+unpack_devcarry
+OUT=${OUT:-/tmp/rlx-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+ROOT=$PWD
+B=/tmp/rlx-device-build
+export RLX_CACHE_DIR=/tmp/rlx-cache
+t0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+stamp build
+set -o pipefail
+if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
+       ninja -C $B -j "$(nproc)" h200_splatcuda $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
+  stamp "build FAILED"
+  exit 1
+fi
+set +o pipefail
+if [ -x $B/bin/rlx_cuda_tests ]; then
+  stamp "cuda splat tests"
+  timeout -k 5 120 $B/bin/rlx_cuda_tests --gtest_filter='SplatCuda.*' 2>&1 | tee "$OUT/tests.txt" | tail -40
+fi
+stamp "bench: rlx cuda, then gsplat (same run)"
+if ls .whl/gsplat-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/gsplat-*.whl
+  export PYTHONPATH=/tmp/site
+else
+  echo "no .whl/gsplat-*.whl carried: gsplat rows will be missing"
+fi
+export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=/tmp/torch_ext
+left=$(( ${TOTAL_S:-470} - ($(date +%s) - t0) ))
+[ $left -lt 60 ] && left=60
+PYTHONUNBUFFERED=1 timeout -k 5 $left python3 bench/splat_gsplat.py --splatcuda $B/bin/h200_splatcuda
+stamp "bench rc=$? (124: gsplat ran out of its time box; the RLX rows are in h200_splatcuda.json)"
+cat "$OUT/h200_splatcuda.json" 2>/dev/null | head -80
+stamp done
