@@ -180,7 +180,7 @@ Graph fold_dequantize(const Graph& g) {
 bool per_tensor(const Graph& g, const Node& dq, double* s, int64_t* z) {
   std::vector<double> sv;
   std::vector<int64_t> zv;
-  if (!params(g, dq, &sv, &zv) || sv.size() != 1 || zv.size() != 1 || !(sv[0] > 0)) return false;
+  if (attr_int(dq, "axis") != -1 || !params(g, dq, &sv, &zv) || sv.size() != 1 || zv.size() != 1 || !(sv[0] > 0)) return false;
   *s = sv[0], *z = zv[0];
   return true;
 }
