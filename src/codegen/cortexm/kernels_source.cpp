@@ -153,7 +153,7 @@ typedef struct {
   const float* scale;     /* [n] (out_kind 2) */
 } rlx_qlinear_params;
 
-static void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
+static inline void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
   const int32_t K = p->k, N = p->n;
   const uint8_t flip = p->x_unsigned ? 0x80 : 0;
   const int32_t zx = p->xzp - (p->x_unsigned ? 128 : 0); /* zero point of x' = x ^ flip */
@@ -219,7 +219,7 @@ typedef struct {
   const float* scale;     /* [o] */
 } rlx_qconv_params;
 
-static void rlx_qconv(const rlx_qconv_params* p, const void* xv, void* yv, int8_t* col) {
+static inline void rlx_qconv(const rlx_qconv_params* p, const void* xv, void* yv, int8_t* col) {
   const int32_t K = p->cg * p->kh * p->kw, og = p->o / p->groups, plane = p->oh * p->ow;
   const uint8_t flip = p->x_unsigned ? 0x80 : 0, padb = (uint8_t)p->xzp;
   const int32_t zx = p->xzp - (p->x_unsigned ? 128 : 0);
@@ -277,7 +277,7 @@ typedef struct {
   int32_t is_unsigned, is_min;
 } rlx_pool8_params;
 
-static void rlx_pool8(const rlx_pool8_params* p, const void* xv, void* yv) {
+static inline void rlx_pool8(const rlx_pool8_params* p, const void* xv, void* yv) {
   const int32_t init = p->is_min ? (p->is_unsigned ? 255 : 127) : (p->is_unsigned ? 0 : -128);
   size_t at = 0;
   for (int32_t a = 0; a < p->od[0]; ++a)
