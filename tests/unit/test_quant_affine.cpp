@@ -427,7 +427,9 @@ TEST(QConv, FuseQdqConvPoolFlattenLinear) {
       EXPECT_EQ(attr_int(n, "relu"), 1);
       EXPECT_EQ(n.inputs.size(), 3u);
     }
-    if (n.op == OpKind::ReduceWindow) EXPECT_EQ(fz.type(n.inputs[0]).dtype, DType::i8);
+    if (n.op == OpKind::ReduceWindow) {
+      EXPECT_EQ(fz.type(n.inputs[0]).dtype, DType::i8);
+    }
   }
   EXPECT_EQ(count[OpKind::QConv], 1);
   EXPECT_EQ(count[OpKind::QLinear], 1);
