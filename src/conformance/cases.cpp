@@ -298,6 +298,14 @@ bool build(O op, DType dt, ConformanceCase* out) {
                   {{"x_zero_point", int64_t{3}}, {"multiplier", std::vector<int64_t>{1125899907}},
                    {"shift", std::vector<int64_t>{9}}, {"zero_point", int64_t{2}}});
       break;
+    case O::QConv:  // depthwise-by-two groups, strided, padded, per-channel requantize with ReLU
+      outs = b.op(op, {cb.in_tensor(int_bytes(dt, {1, 4, 6, 6}, cb.rng)), cb.in_tensor(int_bytes(DType::i8, {4, 2, 3, 3}, cb.rng)),
+                       cb.in_tensor(int_bytes(DType::i32, {4}, cb.rng))},
+                  {{"strides", std::vector<int64_t>{1, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                   {"groups", int64_t{2}}, {"x_zero_point", int64_t{3}},
+                   {"multiplier", std::vector<int64_t>{1125899907, 1395864371, 1 << 30, 2147483647}},
+                   {"shift", std::vector<int64_t>{9, 10, 8, 11}}, {"zero_point", int64_t{2}}, {"relu", int64_t{1}}});
+      break;
     // dense linear algebra: well-conditioned inputs, so every device's kernel agrees to its dtype
     case O::Cholesky:
     case O::Eigh: outs = b.op(op, {cb.in_tensor(conditioned(dt, 2, 5, cb.rng, true))}); break;

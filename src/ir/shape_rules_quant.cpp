@@ -1,5 +1,5 @@
 // Shape and dtype rules of the affine quantization ops (quantize_affine, dequantize_affine, qmatmul,
-// requantize, qlinear); semantics in ops.def and src/quant/fixed_point.h.
+// requantize, qlinear, qconv); semantics in ops.def and src/quant/fixed_point.h.
 #include "quant/fixed_point.h"
 #include "rlx/graph.h"
 
@@ -136,6 +136,51 @@ std::string infer_qlinear(const In& in, const Attrs& a, Out& o) {
   }
   Shape s = in[0].shape;
   s.back() = in[1].shape[0];
+  o = {ValueType{dt, s}};
+  return "";
+}
+
+std::string infer_qconv(const In& in, const Attrs& a, Out& o) {
+  const OpKind k = OpKind::QConv;
+  const auto &x = in[0], &w = in[1];
+  REQUIRE(w.dtype == DType::i8, "w must be i8 [O, C/groups, kh, kw]");
+  REQUIRE(rank_of(x) == 4 && rank_of(w) == 4, "qconv needs x [N, C, H, W] and w [O, C/groups, kh, kw]");
+  REQUIRE(x.shape[1].is_static() && w.shape[0].is_static() && w.shape[1].is_static() && w.shape[2].is_static() &&
+              w.shape[3].is_static(), "channel and kernel dims must be static");
+  int64_t g = *get<int64_t>(k, a, "groups");
+  int64_t O = w.shape[0].v;
+  REQUIRE(g >= 1 && x.shape[1].v == w.shape[1].v * g && O % g == 0,
+          "channels " + shape_str(x.shape) + " vs weight " + shape_str(w.shape) + " with groups " + std::to_string(g));
+  auto st = *get<std::vector<int64_t>>(k, a, "strides"), pads = *get<std::vector<int64_t>>(k, a, "pads"),
+       dil = *get<std::vector<int64_t>>(k, a, "dilations");
+  if (st.empty()) st.assign(2, 1);
+  if (dil.empty()) dil.assign(2, 1);
+  if (pads.empty()) pads.assign(4, 0);
+  REQUIRE(st.size() == 2 && dil.size() == 2 && pads.size() == 4, "strides/dilations need 2 entries, pads 4");
+  Shape s{x.shape[0], w.shape[0]};
+  for (size_t i = 0; i < 2; ++i) {
+    const Dim& d = x.shape[2 + i];
+    REQUIRE(d.is_static(), "spatial dims must be static");
+    REQUIRE(st[i] >= 1 && dil[i] >= 1 && pads[i] >= 0 && pads[2 + i] >= 0, "bad stride/dilation/padding");
+    int64_t span = d.v + pads[i] + pads[2 + i] - (dil[i] * (w.shape[2 + i].v - 1) + 1);
+    REQUIRE(span >= 0, "kernel larger than the padded input");
+    s.push_back(Dim(span / st[i] + 1));
+  }
+  if (in.size() > 2) REQUIRE(in[2].dtype == DType::i32 && rank_of(in[2]) == 1 && in[2].shape[0] == w.shape[0], "bias must be i32 [O]");
+  int64_t xzp = *get<int64_t>(k, a, "x_zero_point");
+  int32_t lo, hi;
+  quant::int8_range(x.dtype == DType::u8, &lo, &hi);
+  REQUIRE(xzp >= lo && xzp <= hi, "x_zero_point out of x's range");
+  const auto& wzp = *get<std::vector<int64_t>>(k, a, "w_zero_point");
+  REQUIRE(wzp.size() <= 1 || static_cast<int64_t>(wzp.size()) == O, "w_zero_point needs 0, 1 or O entries");
+  for (int64_t z : wzp) REQUIRE(z >= -128 && z <= 127, "w_zero_point out of i8 range");
+  std::string e = check_requant(k, a, O, true);
+  if (!e.empty()) return e;
+  DType dt = *get<DType>(k, a, "dtype");
+  if (dt == DType::f32) {
+    const auto& sc = *get<std::vector<double>>(k, a, "scale");
+    REQUIRE(sc.size() == 1 || static_cast<int64_t>(sc.size()) == O, "f32 output needs scale with 1 or O entries");
+  }
   o = {ValueType{dt, s}};
   return "";
 }

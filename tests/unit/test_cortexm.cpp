@@ -1,5 +1,6 @@
 // The cortexm code generator: int8 graphs (quantize_affine -> qlinear with relu, i32 bias and
-// per-channel requantize -> f32-out qlinear / dequantize_affine, f32 elementwise) compiled to the C
+// per-channel requantize -> f32-out qlinear / dequantize_affine, f32 elementwise; a small CNN of
+// qconv, i8 max pooling, depthwise qconv with a ReLU6 cap, flatten, qlinear) compiled to the C
 // project, built for this machine (`make host`, always) and as firmware for both boards in
 // qemu-system-arm (where the toolchain is; under CI=true its absence fails), outputs compared bit
 // for bit with the reference interpreter.
@@ -108,7 +109,49 @@ struct Case {
   Tensor x, want;
 };
 
+// x f32 [2, 1, 9, 9] -> quantize (i8) -> qconv 3x3 1->6 (pad 1, relu, bias, per channel) -> max pool
+// 2x2 (i8 reduce_window) -> depthwise qconv 3x3 (groups 6, stride 2, relu + max_q, u8 out) -> flatten
+// -> qlinear (f32 out).
+Graph int8_cnn() {
+  Graph g;
+  Builder b(g);
+  ValueId x = b.input("x", DType::f32, Shape{2, 1, 9, 9});
+  ValueId xq = b.op1(OpKind::QuantizeAffine, {x, scalar_const(b, DType::f32, 1.0 / 97), scalar_const(b, DType::i8, -9)});
+  auto rq = [&](int64_t n, double s, std::vector<int64_t>* mul, std::vector<int64_t>* sh) {
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t m = 0, t = 0;
+      EXPECT_TRUE(quant::quantize_multiplier(s * (1 + j % 4), &m, &t));
+      mul->push_back(m), sh->push_back(t);
+    }
+  };
+  std::vector<int64_t> m1, s1, m2, s2;
+  rq(6, 4e-3, &m1, &s1);
+  rq(6, 6e-3, &m2, &s2);
+  ValueId c1 = b.op1(OpKind::QConv, {xq, b.constant(random_tensor(DType::i8, {6, 1, 3, 3}, 21, -127, 127)),
+                                     b.constant(random_tensor(DType::i32, {6}, 22, -2000, 2000))},
+                     {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"x_zero_point", int64_t{-9}}, {"multiplier", m1},
+                      {"shift", s1}, {"zero_point", int64_t{-20}}, {"relu", int64_t{1}}});
+  ValueId p = b.op1(OpKind::ReduceWindow, {c1}, {{"kind", std::string("max")}, {"window", std::vector<int64_t>{1, 1, 2, 2}},
+                                               {"strides", std::vector<int64_t>{1, 1, 2, 2}}});
+  ValueId c2 = b.op1(OpKind::QConv, {p, b.constant(random_tensor(DType::i8, {6, 1, 3, 3}, 23, -127, 127))},
+                     {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 2}},
+                      {"groups", int64_t{6}}, {"x_zero_point", int64_t{-20}}, {"w_zero_point", std::vector<int64_t>{1, 0, -1, 2, 0, 0}},
+                      {"multiplier", m2}, {"shift", s2}, {"zero_point", int64_t{100}}, {"dtype", DType::u8},
+                      {"relu", int64_t{1}}, {"max_q", int64_t{180}}, {"rounding", std::string("half_away")}});
+  ValueId f = b.reshape(c2, Shape{2, 6 * 4});
+  std::vector<double> sc;
+  for (int j = 0; j < 10; ++j) sc.push_back(1e-3 * (1 + j % 3));
+  b.output(b.op1(OpKind::QLinear, {f, b.constant(random_tensor(DType::i8, {10, 24}, 24, -127, 127))},
+                 {{"x_zero_point", int64_t{100}}, {"dtype", DType::f32}, {"scale", sc}}));
+  return g;
+}
+
 Case make_case(int variant) {
+  if (variant == 2) {
+    Case c{int8_cnn(), random_tensor(DType::f32, {2, 1, 9, 9}, 31, -0.5, 1.5), Tensor()};
+    c.want = reference_run(c.g, {c.x}).at(0);
+    return c;
+  }
   Case c{int8_mlp(variant, 3, 37, 19, 10), random_tensor(DType::f32, {3, 37}, 17 + variant, -1.5, 2.5), Tensor()};
   c.want = reference_run(c.g, {c.x}).at(0);
   return c;
@@ -128,7 +171,7 @@ std::string project_for(const Case& c, cortexm::Board b, const std::string& tag)
 
 // The generated C, built for this machine: the kernels' arithmetic equals the reference's bits.
 TEST(Cortexm, HostBuildBitExactWithReference) {
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant);
     Case c = make_case(variant);
     std::string dir = project_for(c, cortexm::Board::M4, "host" + std::to_string(variant));
@@ -143,7 +186,7 @@ TEST(Cortexm, HostBuildBitExactWithReference) {
 TEST(Cortexm, FirmwareBitExactWithReference) {
   const DeviceInfo& d = device_info("cortexm");
   RLX_REQUIRE(d.can_execute(), "cortexm toolchain (arm-none-eabi-gcc, qemu-system-arm): " + d.reason);
-  for (int variant = 0; variant < 2; ++variant)
+  for (int variant = 0; variant < 3; ++variant)
     for (auto board : {cortexm::Board::M4, cortexm::Board::M55}) {
       std::string name = cortexm::board_info(board).name;
       SCOPED_TRACE(name + " variant " + std::to_string(variant));

@@ -1,8 +1,9 @@
-// Affine int8 ops: the fixed-point arithmetic (src/quant/fixed_point.h), each op's reference against
+// Affine int8 ops (incl. qconv): the fixed-point arithmetic (src/quant/fixed_point.h), each op's reference against
 // its MIR decomposition (bit-exact), and the cpu int8 GEMM paths and kernels against the reference.
 #include <gtest/gtest.h>
 
 #include <array>
+#include <map>
 #include <cmath>
 #include <random>
 
@@ -363,4 +364,139 @@ TEST(QuantAffine, FuseQdqRewritesContractions) {
   }
   EXPECT_GE(same, want[0].numel() * 8 / 10);
   expect_same(got[1], want[1], "float matmul");
+}
+
+// qconv on every path (reference, decomposition, cpu native, cpu through the decomposition):
+// u8/i8 activations, groups (incl. depthwise), strides, padding, dilation, per-tensor and per-channel
+// requantize, both roundings, relu and a ReLU6 cap, f32 output, weight zero points, no bias.
+TEST(QConv, CpuAndDecompositionMatchReference) {
+  struct V {
+    DType x;
+    int64_t c, o, groups, k, stride, pad, dil;
+    bool per, bias;
+    DType out;
+    int relu;  // 0, 1 (relu), 6 (relu + max_q)
+  };
+  const std::vector<V> vs{{DType::u8, 1, 8, 1, 3, 1, 0, 1, false, true, DType::i8, 1},
+                          {DType::i8, 4, 6, 2, 3, 2, 1, 1, true, true, DType::i8, 0},
+                          {DType::u8, 4, 4, 4, 3, 1, 1, 1, true, true, DType::u8, 6},   // depthwise
+                          {DType::i8, 3, 5, 1, 2, 1, 2, 2, true, false, DType::f32, 1},
+                          {DType::i8, 8, 8, 8, 5, 2, 2, 1, true, true, DType::i8, 6}};  // depthwise 5x5
+  for (size_t vi = 0; vi < vs.size(); ++vi) {
+    const V& v = vs[vi];
+    SCOPED_TRACE(vi);
+    const int64_t H = 9, W = 7;
+    Graph gr;
+    Builder b(gr);
+    ValueId x = b.input("x", v.x, Shape{2, v.c, H, W});
+    ValueId w = b.input("w", DType::i8, Shape{v.o, v.c / v.groups, v.k, v.k});
+    std::vector<ValueId> ins{x, w};
+    if (v.bias) ins.push_back(b.input("bias", DType::i32, Shape{v.o}));
+    std::vector<int64_t> mul, sh, wz;
+    std::vector<double> sc;
+    for (int64_t n = 0; n < (v.per ? v.o : 1); ++n) {
+      int32_t mm = 0, ss = 0;
+      ASSERT_TRUE(quant::quantize_multiplier(2e-3 * (1 + n % 5), &mm, &ss));
+      mul.push_back(mm), sh.push_back(ss), sc.push_back(1e-3 * (1 + n % 3));
+      wz.push_back(vi == 1 ? static_cast<int64_t>(n % 5) - 2 : 0);
+    }
+    int64_t zp = v.out == DType::u8 ? 110 : -4;
+    Attrs a = requant_attrs(mul, sh, zp, v.out, vi % 2 ? "half_away" : "half_even");
+    a["strides"] = std::vector<int64_t>{v.stride, v.stride};
+    a["pads"] = std::vector<int64_t>{v.pad, v.pad, v.pad, v.pad};
+    a["dilations"] = std::vector<int64_t>{v.dil, v.dil};
+    a["groups"] = v.groups;
+    a["x_zero_point"] = int64_t{v.x == DType::u8 ? 129 : -7};
+    a["w_zero_point"] = wz;
+    a["scale"] = sc;
+    a["relu"] = int64_t{v.relu != 0};
+    if (v.relu == 6) a["max_q"] = zp + 60;
+    b.output(b.op1(OpKind::QConv, ins, a));
+    std::vector<Tensor> in{rand_t(v.x, {2, v.c, H, W}, 20 + static_cast<uint32_t>(vi)),
+                           rand_t(DType::i8, {v.o, v.c / v.groups, v.k, v.k}, 40 + static_cast<uint32_t>(vi))};
+    if (v.bias) in.push_back(rand_t(DType::i32, {v.o}, 60));
+    check_all_paths(gr, in, "qconv", true);
+    if (v.relu == 6) {  // the cap is reached and the floor too, so both clamps are exercised
+      Tensor y = reference_run(gr, in)[0];
+      bool top = false, bottom = false;
+      for (int64_t i = 0; i < y.numel(); ++i) top |= y.get(i) == zp + 60, bottom |= y.get(i) == zp;
+      EXPECT_TRUE(top && bottom);
+    }
+  }
+}
+
+TEST(QConv, ShapeRuleRejectsBadOperands) {
+  auto build = [](Shape xs, Shape ws, DType bias_dt) {
+    Graph gr;
+    Builder b(gr);
+    ValueId x = b.input("x", DType::i8, xs);
+    ValueId w = b.input("w", DType::i8, ws);
+    ValueId bias = b.input("b", bias_dt, Shape{ws[0]});
+    b.op1(OpKind::QConv, {x, w, bias}, requant_attrs({1 << 30}, {8}, 0, DType::i8, "half_even"));
+  };
+  EXPECT_NO_THROW(build(Shape{1, 2, 5, 5}, Shape{4, 2, 3, 3}, DType::i32));
+  EXPECT_THROW(build(Shape{1, 3, 5, 5}, Shape{4, 2, 3, 3}, DType::i32), Error);  // channels
+  EXPECT_THROW(build(Shape{1, 2, 5, 5}, Shape{4, 2, 3, 3}, DType::f32), Error);  // bias dtype
+  EXPECT_THROW(build(Shape{1, 2, 2, 2}, Shape{4, 2, 3, 3}, DType::i32), Error);  // kernel > input
+}
+
+// fuse-qdq on a QDQ CNN block: Q -> DQ -> convolution(DQ(const w per channel), DQ(const i32 bias))
+// -> relu -> Q -> DQ -> max pool -> Q (same params) -> DQ -> flatten -> linear becomes quantize ->
+// qconv (i8 out, relu, i32 bias) -> i8 reduce_window -> reshape -> qlinear (f32 out); the fused graph
+// stays within a quantization step of the float QDQ graph and the cpu device runs it bit-exactly.
+TEST(QConv, FuseQdqConvPoolFlattenLinear) {
+  Graph g;
+  Builder b(g);
+  auto scalar_f = [&](float v) { return b.constant(Tensor::from(DType::f32, {}, std::vector<float>{v})); };
+  auto scalar_q = [&](int v) { return b.constant(Tensor::from(DType::i8, {}, std::vector<int>{v})); };
+  auto qdq = [&](ValueId t, float s, int z) {
+    ValueId sv = scalar_f(s), zv = scalar_q(z);
+    return b.op1(OpKind::DequantizeAffine, {b.op1(OpKind::QuantizeAffine, {t, sv, zv}), sv, zv});
+  };
+  ValueId x = b.input("x", DType::f32, Shape{2, 1, 10, 10});
+  ValueId xd = qdq(x, 1.0f / 255, -128);
+  const int64_t O = 4;
+  Tensor ws(DType::f32, {O}), bs(DType::f32, {O});
+  for (int64_t j = 0; j < O; ++j) ws.set(j, 0.004 + 0.001 * j), bs.set(j, static_cast<float>(ws.get(j) / 255));
+  ValueId wd = b.op1(OpKind::DequantizeAffine, {b.constant(rand_t(DType::i8, {O, 1, 3, 3}, 5)), b.constant(ws),
+                                                b.constant(Tensor(DType::i8, {O}))}, {{"axis", int64_t{0}}});
+  ValueId bd = b.op1(OpKind::DequantizeAffine, {b.constant(rand_t(DType::i32, {O}, 6)), b.constant(bs),
+                                                b.constant(Tensor(DType::i32, {O}))}, {{"axis", int64_t{0}}});
+  ValueId c = b.op1(OpKind::Convolution, {xd, wd, bd}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  ValueId r = qdq(b.max(c, scalar_f(0)), 0.02f, -128);
+  ValueId p = b.op1(OpKind::ReduceWindow, {r}, {{"kind", std::string("max")}, {"window", std::vector<int64_t>{1, 1, 2, 2}},
+                                              {"strides", std::vector<int64_t>{1, 1, 2, 2}}});
+  ValueId pd = qdq(p, 0.02f, -128);
+  ValueId f = b.reshape(pd, Shape{2, O * 25});
+  Tensor fs(DType::f32, {3});
+  for (int64_t j = 0; j < 3; ++j) fs.set(j, 0.01);
+  ValueId fw = b.op1(OpKind::DequantizeAffine, {b.constant(rand_t(DType::i8, {3, O * 25}, 7)), b.constant(fs),
+                                                b.constant(Tensor(DType::i8, {3}))}, {{"axis", int64_t{0}}});
+  b.output(b.op1(OpKind::Linear, {f, fw, b.constant(rand_t(DType::f32, {3}, 8, -0.1, 0.1))}));
+  std::vector<std::string> rep;
+  Graph fz = fuse_qdq(g, &rep);
+  std::map<OpKind, int> count;
+  for (const Node& n : fz.nodes) {
+    ++count[n.op];
+    if (n.op == OpKind::QConv) {
+      EXPECT_EQ(attr_dtype(n, "dtype"), DType::i8);
+      EXPECT_EQ(attr_int(n, "relu"), 1);
+      EXPECT_EQ(n.inputs.size(), 3u);
+    }
+    if (n.op == OpKind::ReduceWindow) {
+      EXPECT_EQ(fz.type(n.inputs[0]).dtype, DType::i8);
+    }
+  }
+  EXPECT_EQ(count[OpKind::QConv], 1);
+  EXPECT_EQ(count[OpKind::QLinear], 1);
+  EXPECT_EQ(count[OpKind::Convolution], 0);
+  EXPECT_EQ(count[OpKind::QuantizeAffine], 1);  // only the input's
+  ASSERT_EQ(rep.size(), 2u);
+  EXPECT_NE(rep[0].find("-> qconv (i8 out, i32 bias, relu)"), std::string::npos) << rep[0];
+  EXPECT_NE(rep[1].find("-> qlinear (f32 out)"), std::string::npos) << rep[1];
+  Tensor xt = rand_t(DType::f32, {2, 1, 10, 10}, 9, 0, 1);
+  Tensor want = reference_run(g, {xt})[0], got = reference_run(fz, {xt})[0];
+  for (int64_t i = 0; i < want.numel(); ++i) EXPECT_NEAR(want.get(i), got.get(i), 0.25) << i;
+  CompiledModel m(fz, CompileOptions{});
+  expect_same(m.run({xt})[0], got, "fused cnn on cpu");
 }

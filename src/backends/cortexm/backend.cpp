@@ -107,6 +107,8 @@ DeviceInfo cortexm_device_info(bool probing) {
   using D = DType;
   CapabilitySet c;
   c.add(OpKind::QLinear, DTypeSet::of({D::i8, D::u8}));
+  c.add(OpKind::QConv, DTypeSet::of({D::i8, D::u8}));         // rlx_qconv (im2col row + int8 dot)
+  c.add(OpKind::ReduceWindow, DTypeSet::of({D::i8, D::u8}));  // rlx_pool8: max/min pooling
   c.add(OpKind::QuantizeAffine, DTypeSet::of({D::f32}));
   c.add(OpKind::DequantizeAffine, DTypeSet::of({D::i8, D::u8, D::i32}));
   for (auto k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min, OpKind::Neg})

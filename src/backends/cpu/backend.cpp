@@ -25,6 +25,7 @@ CapabilitySet cpu_caps() {
   add_ops(c, {OpKind::LayerNorm, OpKind::Attention}, f32);
   add_ops(c, {OpKind::DequantMatMul}, f32);  // packed kernel, dequant_matmul.cpp
   add_ops(c, {OpKind::QLinear, OpKind::QMatMul}, DTypeSet::of({D::i8, D::u8}));  // int8 GEMM, qlinear.cpp
+  add_ops(c, {OpKind::QConv}, DTypeSet::of({D::i8, D::u8}));  // im2col on the int8 GEMM, qlinear.cpp
   add_ops(c, {OpKind::QuantizeAffine}, f32);                                     // quant_affine.cpp
   add_ops(c, {OpKind::DequantizeAffine}, DTypeSet::of({D::i8, D::u8, D::i32}));
   for (int i = 0; i < num_ops(); ++i)  // CSR ops, sparse.cpp

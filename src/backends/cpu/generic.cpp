@@ -28,6 +28,7 @@ KernelFn find_kernel(OpKind op, DType dt) {
     case OpKind::DequantMatMul: return dt == DType::f32 ? &dequant_matmul : nullptr;  // dequant_matmul.cpp
     case OpKind::Dequantize: return &dequantize;
     case OpKind::QLinear: return dt == DType::i8 || dt == DType::u8 ? &qlinear : nullptr;  // qlinear.cpp
+    case OpKind::QConv: return dt == DType::i8 || dt == DType::u8 ? &qconv : nullptr;      // qlinear.cpp
     case OpKind::QuantizeAffine: return dt == DType::f32 ? &quantize_affine : nullptr;  // quant_affine.cpp
     case OpKind::DequantizeAffine: return &dequantize_affine;
     case OpKind::QMatMul: return dt == DType::i8 || dt == DType::u8 ? &qmatmul : nullptr;

@@ -62,6 +62,8 @@ void dequantize(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor
 // Affine int8 (qlinear.cpp on qgemm.h): qlinear with w [N, K] i8, qmatmul with b [K, N]; a constant
 // qlinear weight is packed once (qlinear_prepack) for the int8 GEMM path in use.
 void qlinear(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
+// qconv: im2col per image and group onto the same GEMM and epilogue (qlinear.cpp).
+void qconv(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 void qmatmul(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 std::shared_ptr<const void> qlinear_prepack(const Tensor& w);
 // quantize_affine / dequantize_affine element loops (quant_affine.cpp).

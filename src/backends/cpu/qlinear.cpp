@@ -1,10 +1,12 @@
-// The cpu kernels of qlinear and qmatmul: the int8 GEMM of qgemm.h on the ISA level in use
+// The cpu kernels of qlinear, qmatmul and qconv (im2col onto the same GEMM and epilogue): the int8
+// GEMM of qgemm.h on the ISA level in use
 // (RLX_CPU_ISA: generic -> scalar, avx2 -> AVX2, avx512 -> AVX-512 VNNI where the host has it, else
 // AVX2), zero points folded in through row/column sums, and the epilogue (bias, requantize per
 // src/quant/fixed_point.h or the f32 scale, relu; the row kernels of qepilogue.h, AVX2 where the
 // host has it) applied to each finished block of rows while it is in cache.
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
@@ -45,12 +47,6 @@ struct Epilogue {
 template <class T>
 T pick(const std::vector<T>& v, int64_t n) {
   return v.size() == 1 ? v[0] : v[static_cast<size_t>(n)];
-}
-
-// A per-tensor (1-entry) list as one entry per column.
-template <class T>
-void expand(std::vector<T>& v, int64_t n) {
-  if (v.size() == 1) v.assign(static_cast<size_t>(n), v[0]);
 }
 
 void finish_epilogue(Epilogue& e, const qgemm::PackedB& b, const int32_t* bias) {
@@ -109,32 +105,41 @@ qgemm::PackedB pack_qlinear_w(const Tensor& w) {
   return qgemm::pack_b(w.data<uint8_t>(), N, K, K, 1, false, qgemm_path());
 }
 
-void qlinear_with(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const qgemm::PackedB& b) {
-  const Tensor& x = in[0];
-  int64_t K = b.K, M = x.numel() / std::max<int64_t>(K, 1);
-  bool xs = x.dtype() == DType::i8;
+// The epilogue of output channels [c0, c0 + b.N) of a qlinear/qconv node (per-channel attribute
+// entries taken from c0 on), for activations of dtype xs ? i8 : u8 and bias (i32 [b.N]) or null.
+Epilogue make_epilogue(const Node& n, DType dt, bool xs, const qgemm::PackedB& b, const int32_t* bias, int64_t c0) {
   Epilogue e;
   e.za = attr_int(n, "x_zero_point") + (xs ? 128 : 0);
   const auto& wzp = attr_ints(n, "w_zero_point");
   e.wz.assign(static_cast<size_t>(b.N), 0);
-  for (int64_t j = 0; j < b.N; ++j) e.wz[static_cast<size_t>(j)] = wzp.empty() ? 0 : static_cast<int32_t>(pick(wzp, j));
-  DType dt = out[0].dtype();
+  for (int64_t j = 0; j < b.N; ++j) e.wz[static_cast<size_t>(j)] = wzp.empty() ? 0 : static_cast<int32_t>(pick(wzp, c0 + j));
   e.relu = attr_int(n, "relu") != 0;
+  auto sub = [&](const auto& all, auto& dst) {
+    for (int64_t j = 0; j < b.N; ++j) dst.push_back(static_cast<typename std::decay_t<decltype(dst)>::value_type>(pick(all, c0 + j)));
+  };
   if (dt == DType::f32) {
     e.kind = OutKind::F32;
-    for (double s : attr_floats(n, "scale")) e.scale.push_back(static_cast<float>(s));
+    sub(attr_floats(n, "scale"), e.scale);
   } else {
     e.kind = OutKind::Q8;
-    for (int64_t v : attr_ints(n, "multiplier")) e.rq.mul.push_back(static_cast<int32_t>(v));
-    for (int64_t v : attr_ints(n, "shift")) e.rq.shift.push_back(static_cast<int32_t>(v));
+    sub(attr_ints(n, "multiplier"), e.rq.mul);
+    sub(attr_ints(n, "shift"), e.rq.shift);
     e.rq.zp = static_cast<int32_t>(attr_int(n, "zero_point"));
     quant::int8_range(dt == DType::u8, &e.rq.lo, &e.rq.hi);
     if (e.relu) e.rq.lo = std::max(e.rq.lo, e.rq.zp);
-    RLX_CHECK(quant::parse_rounding(attr_str(n, "rounding"), &e.rq.mode), "[cpu] qlinear: bad rounding");
+    if (n.op == OpKind::QConv) e.rq.hi = static_cast<int32_t>(std::min<int64_t>(e.rq.hi, attr_int(n, "max_q")));
+    RLX_CHECK(quant::parse_rounding(attr_str(n, "rounding"), &e.rq.mode), "[cpu] ", op_name(n.op), ": bad rounding");
   }
-  finish_epilogue(e, b, in.size() > 2 ? in[2].data<int32_t>() : nullptr);
-  expand(e.scale, b.N), expand(e.rq.mul, b.N), expand(e.rq.shift, b.N);
+  finish_epilogue(e, b, bias);
   if (e.kind == OutKind::Q8) e.rq.prepare();
+  return e;
+}
+
+void qlinear_with(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out, const qgemm::PackedB& b) {
+  const Tensor& x = in[0];
+  int64_t K = b.K, M = x.numel() / std::max<int64_t>(K, 1);
+  bool xs = x.dtype() == DType::i8;
+  Epilogue e = make_epilogue(n, out[0].dtype(), xs, b, in.size() > 2 ? in[2].data<int32_t>() : nullptr, 0);
   qgemm::PackedA a = qgemm::pack_a(x.data<uint8_t>(), M, K, K, xs, b.path);
   run(a, b, e, out[0].raw());
 }
@@ -175,6 +180,57 @@ void qmatmul(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& ou
   finish_epilogue(e, b, nullptr);
   qgemm::PackedA a = qgemm::pack_a(x.data<uint8_t>(), M, K, K, xs, b.path);
   run(a, b, e, out[0].raw());
+}
+
+// qconv, per image and group: im2col rows [OH*OW][Cg*kh*kw] of raw bytes (padding = x_zero_point,
+// a centered zero), the group's weights [Og][K] as B, the GEMM + epilogue into [OH*OW][Og], then
+// scattered channel-major into NCHW.
+void qconv(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor &x = in[0], &w = in[1];
+  const auto &xd = x.shape(), &wd = w.shape(), &od = out[0].shape();
+  const int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], O = wd[0], Cg = wd[1], KH = wd[2], KW = wd[3];
+  const int64_t OH = od[2], OW = od[3], G = attr_int(n, "groups"), Og = O / G, K = Cg * KH * KW, M = OH * OW;
+  auto sd = attr_ints(n, "strides"), dil = attr_ints(n, "dilations"), pads = attr_ints(n, "pads");
+  if (sd.empty()) sd = {1, 1};
+  if (dil.empty()) dil = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  const bool xs = x.dtype() == DType::i8;
+  const uint8_t pad = static_cast<uint8_t>(attr_int(n, "x_zero_point"));  // the raw byte of x's zero
+  const DType dt = out[0].dtype();
+  const size_t esz = dt == DType::f32 ? 4 : 1;
+  const uint8_t* xp = x.data<uint8_t>();
+  const int32_t* bias = in.size() > 2 ? in[2].data<int32_t>() : nullptr;
+  std::vector<qgemm::PackedB> bs;
+  std::vector<Epilogue> es;
+  for (int64_t g = 0; g < G; ++g) {
+    bs.push_back(qgemm::pack_b(w.data<uint8_t>() + g * Og * K, Og, K, K, 1, false, qgemm_path()));
+    es.push_back(make_epilogue(n, dt, xs, bs.back(), bias ? bias + g * Og : nullptr, g * Og));
+  }
+  std::vector<uint8_t> cols(static_cast<size_t>(M * K)), tmp(static_cast<size_t>(M * Og) * esz);
+  uint8_t* y = static_cast<uint8_t*>(out[0].raw());
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          uint8_t* row = cols.data() + (oy * OW + ox) * K;
+          for (int64_t c = 0; c < Cg; ++c) {
+            const uint8_t* plane = xp + ((b * C + g * Cg + c) * H) * W;
+            for (int64_t ky = 0; ky < KH; ++ky) {
+              int64_t iy = oy * sd[0] - pads[0] + ky * dil[0];
+              for (int64_t kx = 0; kx < KW; ++kx) {
+                int64_t ix = ox * sd[1] - pads[1] + kx * dil[1];
+                *row++ = iy < 0 || iy >= H || ix < 0 || ix >= W ? pad : plane[iy * W + ix];
+              }
+            }
+          }
+        }
+      qgemm::PackedA a = qgemm::pack_a(cols.data(), M, K, K, xs, bs[static_cast<size_t>(g)].path);
+      run(a, bs[static_cast<size_t>(g)], es[static_cast<size_t>(g)], tmp.data());
+      for (int64_t o = 0; o < Og; ++o) {
+        uint8_t* dst = y + ((b * O + g * Og + o) * M) * esz;
+        for (int64_t m = 0; m < M; ++m) std::copy_n(tmp.data() + (m * Og + o) * esz, esz, dst + m * esz);
+      }
+    }
 }
 
 }  // namespace rlx::cpu

@@ -1,4 +1,4 @@
-// The Cortex-M code generator: a scheduled LIR program (int8 qlinear, affine quantize/dequantize,
+// The Cortex-M code generator: a scheduled LIR program (int8 qlinear, qconv, i8 pooling, affine quantize/dequantize,
 // f32 elementwise, views) becomes a self-contained C project — model.c/.h (kernels, weights as
 // const arrays in flash, one static arena at the memory planner's offsets), rlx_kernels.h, startup.c,
 // a linker script for the board, a main.c that streams records through semihosting, a Makefile.
@@ -27,6 +27,7 @@ struct Project {
   std::map<std::string, std::string> files;  // name -> contents
   int64_t const_bytes = 0;  // weights, biases and parameter tables in flash (.rodata)
   int64_t arena_bytes = 0;  // the planned arena (RAM, .bss)
+  int64_t scratch_bytes = 0;  // qconv's im2col row (RAM, .bss)
   int64_t io_bytes = 0;     // input and output buffers (RAM, .bss)
   int kernels = 0;
   std::string summary() const;  // one line: board, kernels, flash and RAM bytes

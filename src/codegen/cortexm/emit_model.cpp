@@ -48,6 +48,7 @@ struct Emitter {
   std::ostringstream decl, body;
   Project proj;
   int tables = 0;
+  int64_t col_bytes = 0;  // the largest qconv im2col row (one scratch buffer, RAM)
 
   explicit Emitter(const LirProgram& prog) : p(prog) {}
 
@@ -149,6 +150,77 @@ struct Emitter {
     body << "  rlx_qlinear(&" << pn << ", " << base_ptr(k.in[0]) << ", " << base_ptr(k.out[0]) << ");\n";
   }
 
+  // qconv -> rlx_qconv over one im2col row (the shared scratch rlx_col, sized for the largest row).
+  void qconv(const LirKernel& k, const Node& n) {
+    const auto xd = static_dims(buf(k.in[0]).type.shape), od = static_dims(buf(k.out[0]).type.shape);
+    const Tensor& w = const_of(k.in[1], "the weight", k);
+    if (w.dtype() != DType::i8) fail("[cortexm] qconv (", k.origin, "): weight must be i8");
+    const auto& wd = w.shape();
+    int64_t O = wd[0], K = wd[1] * wd[2] * wd[3];
+    auto per = [&](const std::vector<int64_t>& v, int64_t j, int64_t d) { return v.empty() ? d : v[v.size() == 1 ? 0 : static_cast<size_t>(j)]; };
+    std::vector<std::string> wsum, wzp, mul, sh, sc;
+    for (int64_t j = 0; j < O; ++j) {
+      int64_t s = 0;
+      for (int64_t i = 0; i < K; ++i) s += w.data<int8_t>()[j * K + i];
+      wsum.push_back(ilit(s));
+      wzp.push_back(ilit(per(attr_ints(n, "w_zero_point"), j, 0)));
+    }
+    DType odt = buf(k.out[0]).type.dtype;
+    int kind = odt == DType::f32 ? 2 : (odt == DType::u8 ? 1 : 0);
+    if (kind == 2) {
+      const auto& s = attr_floats(n, "scale");
+      for (int64_t j = 0; j < O; ++j) sc.push_back(flit(s.size() == 1 ? s[0] : s.at(static_cast<size_t>(j))));
+    } else {
+      for (int64_t j = 0; j < O; ++j)
+        mul.push_back(ilit(per(attr_ints(n, "multiplier"), j, 0))), sh.push_back(ilit(per(attr_ints(n, "shift"), j, 0)));
+    }
+    std::string tw = table("int32_t", wsum), tz = table("int32_t", wzp);
+    std::string tm = kind == 2 ? "0" : table("int32_t", mul), ts = kind == 2 ? "0" : table("int32_t", sh);
+    std::string tsc = kind == 2 ? table("float", sc) : "0";
+    if (k.in.size() > 2 && buf(k.in[2]).type.dtype != DType::i32) fail("[cortexm] qconv (", k.origin, "): bias must be i32");
+    auto v2 = [&](const char* a, int64_t d) {
+      auto v = attr_ints(n, a);
+      return v.empty() ? std::vector<int64_t>{d, d} : v;
+    };
+    auto st = v2("strides", 1), dil = v2("dilations", 1), pads = v2("pads", 0);
+    col_bytes = std::max(col_bytes, K);
+    std::string pn = "rlx_p" + std::to_string(tables++);
+    decl << "static const rlx_qconv_params " << pn << " = {" << xd[0] << ", " << xd[1] << ", " << xd[2] << ", " << xd[3]
+         << ", " << O << ", " << wd[1] << ", " << wd[2] << ", " << wd[3] << ", " << od[2] << ", " << od[3] << ", "
+         << attr_int(n, "groups") << ", " << st[0] << ", " << st[1] << ", " << dil[0] << ", " << dil[1] << ", " << pads[0]
+         << ", " << pads[1] << ", " << (buf(k.in[0]).type.dtype == DType::u8 ? 1 : 0) << ", " << attr_int(n, "x_zero_point")
+         << ", (const int8_t*)" << base_ptr(k.in[1]) << ", " << tw << ", " << tz << ", "
+         << (k.in.size() > 2 ? "(const int32_t*)" + base_ptr(k.in[2]) : "0") << ", " << kind << ", " << attr_int(n, "relu")
+         << ", " << (attr_str(n, "rounding") == "half_away" ? 1 : 0) << ", " << std::min<int64_t>(attr_int(n, "max_q"), 255)
+         << ", " << tm << ", " << ts << ", " << attr_int(n, "zero_point") << ", " << tsc << "};\n";
+    body << "  rlx_qconv(&" << pn << ", " << base_ptr(k.in[0]) << ", " << base_ptr(k.out[0]) << ", rlx_col);\n";
+  }
+
+  // reduce_window max|min over i8/u8 -> rlx_pool8 (rank <= 4).
+  void pool(const LirKernel& k, const Node& n) {
+    DType dt = buf(k.in[0]).type.dtype;
+    const std::string& kind = attr_str(n, "kind");
+    auto d = static_dims(buf(k.in[0]).type.shape), od = static_dims(buf(k.out[0]).type.shape);
+    if ((dt != DType::i8 && dt != DType::u8) || (kind != "max" && kind != "min") || d.size() > 4)
+      fail("[cortexm] reduce_window (", k.origin, "): the firmware pools i8/u8 max|min of rank <= 4, got ", kind, " over ",
+           dtype_name(dt), " rank ", d.size());
+    size_t r = d.size(), off = 4 - r;
+    auto win = attr_ints(n, "window"), st = attr_ints(n, "strides"), pads = attr_ints(n, "pads");
+    std::vector<int64_t> D(4, 1), OD(4, 1), W(4, 1), S(4, 1), P(4, 0);
+    for (size_t i = 0; i < r; ++i) {
+      D[off + i] = d[i], OD[off + i] = od[i], W[off + i] = win[i];
+      S[off + i] = st.empty() ? 1 : st[i];
+      P[off + i] = pads.empty() ? 0 : pads[i];
+    }
+    auto arr = [](const std::vector<int64_t>& v) {
+      return "{" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " + std::to_string(v[2]) + ", " + std::to_string(v[3]) + "}";
+    };
+    std::string pn = "rlx_p" + std::to_string(tables++);
+    decl << "static const rlx_pool8_params " << pn << " = {" << arr(D) << ", " << arr(OD) << ", " << arr(W) << ", " << arr(S)
+         << ", " << arr(P) << ", " << (dt == DType::u8 ? 1 : 0) << ", " << (kind == "min" ? 1 : 0) << "};\n";
+    body << "  rlx_pool8(&" << pn << ", " << base_ptr(k.in[0]) << ", " << base_ptr(k.out[0]) << ");\n";
+  }
+
   // Per-tensor or per-axis scale/zero point: the channel of flat index i.
   std::string channel(const LirKernel& k, const Node& n, int64_t count) {
     if (count <= 1) return "0";
@@ -248,6 +320,8 @@ struct Emitter {
     n.attrs = k.attrs;
     switch (k.op) {
       case OpKind::QLinear: return qlinear(k, n);
+      case OpKind::QConv: return qconv(k, n);
+      case OpKind::ReduceWindow: return pool(k, n);
       case OpKind::QuantizeAffine: return quantize(k, n);
       case OpKind::DequantizeAffine: return dequantize(k, n);
       case OpKind::Reshape: {  // a reshape the lowering kept as a copy
@@ -266,7 +340,7 @@ struct Emitter {
       }
       default:
         fail("[cortexm] kernel '", k.label(), "' (", k.origin, ") has no Cortex-M C kernel (the firmware runs qlinear, "
-             "quantize_affine, dequantize_affine, reshape and f32 add/sub/mul/div/max/min/neg); "
+             "qconv, i8/u8 max/min reduce_window, quantize_affine, dequantize_affine, reshape and f32 add/sub/mul/div/max/min/neg); "
              "quantize the model (rlx quantize) so its contractions become qlinear");
     }
   }
@@ -291,7 +365,8 @@ bool parse_board(const std::string& s, Board* b) {
 
 std::string Project::summary() const {
   return std::to_string(kernels) + " kernels; flash: " + std::to_string(const_bytes) + " B of constants; RAM: arena " +
-         std::to_string(arena_bytes) + " B + inputs/outputs " + std::to_string(io_bytes) + " B (code size: `make size`)";
+         std::to_string(arena_bytes) + " B + im2col scratch " + std::to_string(scratch_bytes) + " B + inputs/outputs " +
+         std::to_string(io_bytes) + " B (code size: `make size`)";
 }
 
 Project generate_project(const LirProgram& p, Board board) {
@@ -300,6 +375,7 @@ Project generate_project(const LirProgram& p, Board board) {
   for (const LirKernel& k : p.kernels) e.kernel(k);
   Project& proj = e.proj;
   proj.arena_bytes = p.arena_bytes;
+  proj.scratch_bytes = e.col_bytes;
   proj.kernels = static_cast<int>(p.kernels.size());
   std::ostringstream h, c;
   h << "/* model.h: the compiled graph '" << p.name << "' (generated by rlx compile --device cortexm). */\n"
@@ -312,6 +388,7 @@ Project generate_project(const LirProgram& p, Board board) {
   c << "/* model.c: kernels, constants (flash) and the planned arena of graph '" << p.name << "'. */\n"
     << "#include \"model.h\"\n#include \"rlx_kernels.h\"\n\n"
     << "static uint8_t rlx_arena[RLX_ARENA_BYTES] __attribute__((aligned(16)));\n"
+    << (e.col_bytes ? "static int8_t rlx_col[" + std::to_string(e.col_bytes) + "] __attribute__((aligned(4)));\n" : std::string())
     << e.decl.str() << "\n";
   auto list = [&](const char* name, const std::vector<int>& ids) {
     c << "void* const " << name << "s[] = {";
@@ -335,7 +412,7 @@ Project generate_project(const LirProgram& p, Board board) {
   std::ostringstream js;
   js << "{\"board\": \"" << board_info(board).name << "\", \"machine\": \"" << board_info(board).machine
      << "\", \"kernels\": " << proj.kernels << ", \"const_bytes\": " << proj.const_bytes << ", \"arena_bytes\": "
-     << proj.arena_bytes << ", \"io_bytes\": " << proj.io_bytes << ", \"inputs\": [";
+     << proj.arena_bytes << ", \"scratch_bytes\": " << proj.scratch_bytes << ", \"io_bytes\": " << proj.io_bytes << ", \"inputs\": [";
   for (size_t i = 0; i < p.inputs.size(); ++i) js << (i ? ", " : "") << "\"" << e.buf(p.inputs[i]).name << "\"";
   js << "], \"outputs\": [";
   for (size_t i = 0; i < p.outputs.size(); ++i) js << (i ? ", " : "") << "\"" << e.buf(p.outputs[i]).name << "\"";

@@ -1,5 +1,6 @@
 // The C kernel library every generated Cortex-M project carries (rlx_kernels.h): the int8 fully
-// connected kernel with RLX's requantize rule (src/quant/fixed_point.h, the same integer steps
+// connected and convolution kernels (im2col rows, grouped and depthwise), int8 max/min pooling, with
+// RLX's requantize rule (src/quant/fixed_point.h, the same integer steps
 // line for line), affine quantize/dequantize, and the f32 helpers whose rounding matches the host
 // (round half to even, max/min with signed zeros as the reference interpreter orders them).
 // The dot product has three bodies chosen by the compiler's feature macros: MVE (Helium, M55),
@@ -152,7 +153,7 @@ typedef struct {
   const float* scale;     /* [n] (out_kind 2) */
 } rlx_qlinear_params;
 
-static void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
+static inline void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
   const int32_t K = p->k, N = p->n;
   const uint8_t flip = p->x_unsigned ? 0x80 : 0;
   const int32_t zx = p->xzp - (p->x_unsigned ? 128 : 0); /* zero point of x' = x ^ flip */
@@ -190,6 +191,122 @@ static void rlx_qlinear(const rlx_qlinear_params* p, const void* xv, void* yv) {
       }
     }
   }
+}
+
+/* Accumulator of one output: the wrapping-i32 sum (x' - zx)(w - wz) + bias from dot = sum x' w. */
+static inline int32_t rlx_acc(int32_t dot, int32_t zx, int32_t wsum, int32_t wz, uint32_t xsum, int32_t k,
+                              const int32_t* bias, int32_t j) {
+  uint32_t acc = (uint32_t)dot;
+  acc += -(uint32_t)zx * (uint32_t)wsum - (uint32_t)wz * xsum + (uint32_t)k * (uint32_t)zx * (uint32_t)wz;
+  if (bias) acc += (uint32_t)bias[j];
+  return (int32_t)acc;
+}
+
+/* qconv (NCHW): per output pixel and group, the im2col row col[cg*kh*kw] (padding = the raw byte of
+   xzp, a centered zero), dotted with each output channel's weights as rlx_qlinear does; groups = c
+   with cg = 1 is depthwise. Output as rlx_qlinear, relu at the zero point, max_q caps (ReLU6). */
+typedef struct {
+  int32_t n, c, h, w, o, cg, kh, kw, oh, ow, groups, sy, sx, dy, dx, py, px;
+  int32_t x_unsigned, xzp;
+  const int8_t* wt;       /* [o][cg*kh*kw] */
+  const int32_t* wsum;    /* [o] */
+  const int32_t* wzp;     /* [o] */
+  const int32_t* bias;    /* [o] or NULL */
+  int32_t out_kind, relu, half_away, max_q;
+  const int32_t* mul;     /* [o] */
+  const int32_t* shift;   /* [o] */
+  int32_t zp;
+  const float* scale;     /* [o] */
+} rlx_qconv_params;
+
+static inline void rlx_qconv(const rlx_qconv_params* p, const void* xv, void* yv, int8_t* col) {
+  const int32_t K = p->cg * p->kh * p->kw, og = p->o / p->groups, plane = p->oh * p->ow;
+  const uint8_t flip = p->x_unsigned ? 0x80 : 0, padb = (uint8_t)p->xzp;
+  const int32_t zx = p->xzp - (p->x_unsigned ? 128 : 0);
+  int32_t lo = p->out_kind == 1 ? 0 : -128, hi = p->out_kind == 1 ? 255 : 127;
+  if (p->relu && p->zp > lo) lo = p->zp;
+  if (p->max_q < hi) hi = p->max_q;
+  const uint8_t* x = (const uint8_t*)xv;
+  for (int32_t b = 0; b < p->n; ++b)
+    for (int32_t g = 0; g < p->groups; ++g)
+      for (int32_t oy = 0; oy < p->oh; ++oy)
+        for (int32_t ox = 0; ox < p->ow; ++ox) {
+          int32_t i = 0;
+          for (int32_t c = 0; c < p->cg; ++c) {
+            const uint8_t* xp = x + ((size_t)(b * p->c + g * p->cg + c) * p->h) * p->w;
+            for (int32_t ky = 0; ky < p->kh; ++ky) {
+              int32_t iy = oy * p->sy - p->py + ky * p->dy;
+              for (int32_t kx = 0; kx < p->kw; ++kx) {
+                int32_t ix = ox * p->sx - p->px + kx * p->dx;
+                col[i++] = (int8_t)(iy < 0 || iy >= p->h || ix < 0 || ix >= p->w ? padb : xp[iy * p->w + ix]);
+              }
+            }
+          }
+          uint32_t xsum = 0;
+          for (int32_t t = 0; t < K; ++t) xsum += (uint32_t)(int32_t)(int8_t)((uint8_t)col[t] ^ flip);
+          int32_t next = 0;
+          (void)next;
+          for (int32_t j = 0; j < og; ++j) {
+            const int32_t o = g * og + j;
+            int32_t dot;
+#if defined(RLX_DOT_SMLAD)
+            if ((j & 1) == 0 && j + 1 < og) rlx_dot2_s8(col, p->wt + (size_t)o * K, p->wt + (size_t)(o + 1) * K, K, flip, &dot, &next);
+            else if (j & 1) dot = next;
+            else dot = rlx_dot_s8(col, p->wt + (size_t)o * K, K, flip);
+#else
+            dot = rlx_dot_s8(col, p->wt + (size_t)o * K, K, flip);
+#endif
+            int32_t a = rlx_acc(dot, zx, p->wsum[o], p->wzp[o], xsum, K, p->bias, o);
+            size_t at = (size_t)(b * p->o + o) * plane + (size_t)oy * p->ow + ox;
+            if (p->out_kind == 2) {
+              float y = (float)a * p->scale[o];
+              ((float*)yv)[at] = p->relu && y < 0 ? 0.0f : y;
+            } else {
+              int32_t y = rlx_requantize(a, p->mul[o], p->shift[o], p->zp, lo, hi, p->half_away);
+              if (p->out_kind == 1) ((uint8_t*)yv)[at] = (uint8_t)y;
+              else ((int8_t*)yv)[at] = (int8_t)y;
+            }
+          }
+        }
+}
+
+/* max/min pooling (reduce_window) over i8/u8 of rank <= 4 (leading dims padded with 1): padding is
+   skipped, so a window holds only real elements (an all-padding window gives the type's extreme). */
+typedef struct {
+  int32_t d[4], od[4], win[4], st[4], pad[4];
+  int32_t is_unsigned, is_min;
+} rlx_pool8_params;
+
+static inline void rlx_pool8(const rlx_pool8_params* p, const void* xv, void* yv) {
+  const int32_t init = p->is_min ? (p->is_unsigned ? 255 : 127) : (p->is_unsigned ? 0 : -128);
+  size_t at = 0;
+  for (int32_t a = 0; a < p->od[0]; ++a)
+    for (int32_t b = 0; b < p->od[1]; ++b)
+      for (int32_t c = 0; c < p->od[2]; ++c)
+        for (int32_t e = 0; e < p->od[3]; ++e, ++at) {
+          int32_t best = init;
+          for (int32_t wa = 0; wa < p->win[0]; ++wa) {
+            int32_t ia = a * p->st[0] - p->pad[0] + wa;
+            if (ia < 0 || ia >= p->d[0]) continue;
+            for (int32_t wb = 0; wb < p->win[1]; ++wb) {
+              int32_t ib = b * p->st[1] - p->pad[1] + wb;
+              if (ib < 0 || ib >= p->d[1]) continue;
+              for (int32_t wc = 0; wc < p->win[2]; ++wc) {
+                int32_t ic = c * p->st[2] - p->pad[2] + wc;
+                if (ic < 0 || ic >= p->d[2]) continue;
+                size_t row = (((size_t)ia * p->d[1] + ib) * p->d[2] + ic) * p->d[3];
+                for (int32_t we = 0; we < p->win[3]; ++we) {
+                  int32_t ie = e * p->st[3] - p->pad[3] + we;
+                  if (ie < 0 || ie >= p->d[3]) continue;
+                  int32_t v = p->is_unsigned ? (int32_t)((const uint8_t*)xv)[row + ie] : (int32_t)((const int8_t*)xv)[row + ie];
+                  if (p->is_min ? v < best : v > best) best = v;
+                }
+              }
+            }
+          }
+          if (p->is_unsigned) ((uint8_t*)yv)[at] = (uint8_t)best;
+          else ((int8_t*)yv)[at] = (int8_t)best;
+        }
 }
 
 #endif

@@ -1,4 +1,4 @@
-// Decompositions of the affine int8 ops into MIR, for devices without an int8 kernel. The fixed-point
+// Decompositions of the affine int8 ops (incl. qlinear, qconv) into MIR, for devices without an int8 kernel. The fixed-point
 // requantize becomes exact i64 arithmetic: p = acc * m; q = p / 2^(31+shift) truncated; the remainder
 // decides the one rounding step (src/quant/fixed_point.h defines the result these graphs reproduce).
 #include "passes/decompose/common.h"
@@ -63,6 +63,29 @@ ValueId centered_i32(Builder& b, ValueId v, ValueId zp) {
   return zp < 0 ? x : b.sub(x, b.convert(zp, DType::i32));
 }
 
+// The output stage qlinear and qconv share: acc i32 with channels along `axis` -> f32 (acc * scale,
+// relu at 0) or the requantized integer (relu clamps at zero_point, max_q caps it).
+ValueId finish_accumulator(Builder& b, const Node& n, ValueId acc, int64_t axis) {
+  DType dt = attr_dtype(n, "dtype");
+  bool relu = attr_int(n, "relu") != 0;
+  if (dt == DType::f32) {
+    const auto& sc = attr_floats(n, "scale");
+    Tensor t(DType::f32, {static_cast<int64_t>(sc.size())});
+    for (size_t i = 0; i < sc.size(); ++i) t.data<float>()[i] = static_cast<float>(sc[i]);
+    ValueId s = sc.size() == 1 ? b.reshape(b.constant(t), Shape{}) : b.broadcast_in_dim(b.constant(t), to_shape(dims_of(b, acc)), {axis});
+    ValueId y = b.mul(b.convert(acc, DType::f32), s);
+    if (relu) y = b.max(y, b.scalar(0, DType::f32));
+    return y;
+  }
+  int64_t zp = attr_int(n, "zero_point");
+  int32_t lo, hi;
+  quant::int8_range(dt == DType::u8, &lo, &hi);
+  int64_t top = hi;
+  if (n.op == OpKind::QConv) top = std::min<int64_t>(hi, attr_int(n, "max_q"));
+  return requantize_graph(b, acc, attr_ints(n, "multiplier"), attr_ints(n, "shift"), axis, zp,
+                          relu ? std::max<int64_t>(zp, lo) : lo, top, dt, rounding_of(n));
+}
+
 }  // namespace
 
 std::vector<int32_t> decompose_quantize_affine(Builder& b, const Node& n, const std::vector<int32_t>& in) {
@@ -117,21 +140,32 @@ std::vector<int32_t> decompose_qlinear(Builder& b, const Node& n, const std::vec
   }
   ValueId acc = b.dot_general(x, w, {}, {}, {b.rank(x) - 1}, {1});
   if (in.size() > 2) acc = b.add(acc, in[2]);  // bias [N] broadcasts over the rows
-  DType dt = attr_dtype(n, "dtype");
-  bool relu = attr_int(n, "relu") != 0;
-  if (dt == DType::f32) {
-    const auto& sc = attr_floats(n, "scale");
-    Tensor t(DType::f32, sc.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(sc.size())});
-    for (size_t i = 0; i < sc.size(); ++i) t.data<float>()[i] = static_cast<float>(sc[i]);
-    ValueId y = b.mul(b.convert(acc, DType::f32), b.constant(t));
-    if (relu) y = b.max(y, b.scalar(0, DType::f32));
-    return {y};
+  return {finish_accumulator(b, n, acc, b.rank(acc) - 1)};
+}
+
+// qconv: centered operands in f64 (8-bit products summed over a window are exact in f64 far past any
+// real kernel size), MIR conv with zero padding (= x_zero_point padding), the exact sum back in i32.
+std::vector<int32_t> decompose_qconv(Builder& b, const Node& n, const std::vector<int32_t>& in) {
+  int64_t xzp = attr_int(n, "x_zero_point");
+  const Ints& wzp = attr_ints(n, "w_zero_point");
+  ValueId x = b.convert(in[0], DType::f64);
+  if (xzp != 0) x = b.sub(x, b.scalar(static_cast<double>(xzp), DType::f64));
+  ValueId w = b.convert(in[1], DType::f64);
+  bool any_wzp = false;
+  for (int64_t z : wzp) any_wzp |= z != 0;
+  if (any_wzp) {
+    Tensor t(DType::f64, {static_cast<int64_t>(wzp.size())});
+    for (size_t i = 0; i < wzp.size(); ++i) t.data<double>()[i] = static_cast<double>(wzp[i]);
+    ValueId z = b.constant(t);
+    w = b.sub(w, wzp.size() == 1 ? b.reshape(z, Shape{}) : b.broadcast_in_dim(z, to_shape(dims_of(b, w)), {0}));
   }
-  int64_t zp = attr_int(n, "zero_point");
-  int32_t lo, hi;
-  quant::int8_range(dt == DType::u8, &lo, &hi);
-  return {requantize_graph(b, acc, attr_ints(n, "multiplier"), attr_ints(n, "shift"), b.rank(acc) - 1, zp,
-                           relu ? std::max<int64_t>(zp, lo) : lo, hi, dt, rounding_of(n))};
+  Attrs a{{"strides", attr_ints(n, "strides")},
+          {"pads", attr_ints(n, "pads")},
+          {"dilations", attr_ints(n, "dilations")},
+          {"groups", attr_int(n, "groups")}};
+  ValueId acc = b.convert(b.op1(OpKind::Conv, {x, w}, std::move(a)), DType::i32);
+  if (in.size() > 2) acc = b.add(acc, b.broadcast_in_dim(in[2], to_shape(dims_of(b, acc)), {1}));
+  return {finish_accumulator(b, n, acc, 1)};
 }
 
 }  // namespace rlx

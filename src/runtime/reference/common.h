@@ -121,6 +121,7 @@ Outs eval_dequantize_affine(const Node& n, const Ins& in, const Types& ot);
 Outs eval_qmatmul(const Node& n, const Ins& in, const Types& ot);
 Outs eval_requantize(const Node& n, const Ins& in, const Types& ot);
 Outs eval_qlinear(const Node& n, const Ins& in, const Types& ot);
+Outs eval_qconv(const Node& n, const Ins& in, const Types& ot);
 // src/sparse/reference_sparse.cpp (the sparse_* ops)
 Outs eval_sparse(const Node& n, const Ins& in, const Types& ot);
 Outs eval_collective(const Node& n, const Ins& in, const Types& ot);  // collective.cpp

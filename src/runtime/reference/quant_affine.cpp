@@ -1,4 +1,4 @@
-// Affine int8 ops (quantize_affine, dequantize_affine, qmatmul, requantize, qlinear): plain loops over
+// Affine int8 ops (quantize_affine, dequantize_affine, qmatmul, requantize, qlinear, qconv): plain loops over
 // the shared element functions of src/quant/fixed_point.h; integer products accumulate in int64.
 #include "quant/fixed_point.h"
 #include "runtime/reference/common.h"
@@ -122,6 +122,56 @@ Outs eval_qlinear(const Node& n, const Ins& in, const Types& ot) {
                                       relu ? std::max(zp, lo) : lo, hi, r);
         sti(out, m * N + j, y);
       }
+    }
+  return {out};
+}
+
+Outs eval_qconv(const Node& n, const Ins& in, const Types& ot) {
+  const Tensor &x = in[0], &w = in[1];
+  Tensor out = alloc(ot[0]);
+  const Dims &xd = x.shape(), &wd = w.shape(), &od = out.shape();
+  int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], O = wd[0], Cg = wd[1], KH = wd[2], KW = wd[3];
+  int64_t OH = od[2], OW = od[3], G = attr_int(n, "groups"), Og = O / G;
+  auto sd = attr_ints(n, "strides"), dil = attr_ints(n, "dilations"), pads = attr_ints(n, "pads");
+  if (sd.empty()) sd = {1, 1};
+  if (dil.empty()) dil = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  int64_t xzp = attr_int(n, "x_zero_point");
+  const auto& wzp = attr_ints(n, "w_zero_point");
+  const auto& mul = attr_ints(n, "multiplier");
+  const auto& sh = attr_ints(n, "shift");
+  const auto& sc = attr_floats(n, "scale");
+  int32_t zp = static_cast<int32_t>(attr_int(n, "zero_point"));
+  bool relu = attr_int(n, "relu") != 0;
+  DType dt = ot[0].dtype;
+  quant::Rounding r = rounding_of(n);
+  int32_t lo, hi;
+  quant::int8_range(dt == DType::u8, &lo, &hi);
+  hi = static_cast<int32_t>(std::min<int64_t>(hi, attr_int(n, "max_q")));
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t o = 0; o < O; ++o) {
+      int64_t z = pick(wzp, o), c0 = (o / Og) * Cg;
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          int64_t acc = in.size() > 2 ? ldi(in[2], o) : 0;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t ky = 0; ky < KH; ++ky)
+              for (int64_t kx = 0; kx < KW; ++kx) {
+                int64_t iy = oy * sd[0] - pads[0] + ky * dil[0], ix = ox * sd[1] - pads[1] + kx * dil[1];
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;  // padding: x_zero_point, centered 0
+                int64_t xv = ldi(x, ((b * C + c0 + c) * H + iy) * W + ix) - xzp;
+                acc += xv * (ldi(w, ((o * Cg + c) * KH + ky) * KW + kx) - z);
+              }
+          int32_t a32 = static_cast<int32_t>(acc);
+          int64_t i = ((b * O + o) * OH + oy) * OW + ox;
+          if (dt == DType::f32) {
+            float y = static_cast<float>(a32) * static_cast<float>(sc.size() == 1 ? sc[0] : sc[static_cast<size_t>(o)]);
+            st(out, i, relu && y < 0 ? 0.0 : y);
+          } else {
+            sti(out, i, quant::requantize(a32, static_cast<int32_t>(pick(mul, o)), static_cast<int32_t>(pick(sh, o)), zp,
+                                          relu ? std::max(zp, lo) : lo, hi, r));
+          }
+        }
     }
   return {out};
 }

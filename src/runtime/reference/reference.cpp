@@ -104,6 +104,7 @@ Outs dispatch(const Node& n, const Ins& in, const Types& ot) {
     case OpKind::QMatMul: return eval_qmatmul(n, in, ot);
     case OpKind::Requantize: return eval_requantize(n, in, ot);
     case OpKind::QLinear: return eval_qlinear(n, in, ot);
+    case OpKind::QConv: return eval_qconv(n, in, ot);
     // dense linear algebra (src/linalg/reference.cpp)
     case OpKind::Cholesky:
     case OpKind::TriangularSolve:
