@@ -230,11 +230,14 @@ Graph shard_tensor_parallel(const Graph& g, const std::string& preset, int64_t t
         at["limit"] = lim;
         break;
       }
-      case OpKind::Concatenate:
+      case OpKind::Concatenate: {
         for (auto v : n.inputs)
           if (!split.count(v) || split[v] != axis) fail_here("every input must be split along the same axis");
-        if (attr_int(n, "axis") == axis) fail_here("a concatenation along the split axis");
+        int64_t cat = attr_int(n, "axis");
+        if (cat < 0) cat += out_rank;  // the importers and builders allow negative axes
+        if (cat == axis) fail_here("a concatenation along the split axis");
         break;
+      }
       case OpKind::Gelu:
       case OpKind::Relu:
       case OpKind::Silu:

@@ -286,6 +286,23 @@ TEST(DistShard, PatternsThatDoNotFitFailNamingTheNode) {
   EXPECT_EQ(shard_pattern("bert"), "CCCRCR");
 }
 
+// A concatenation along the split axis cannot run on shards, whichever way its axis is written.
+TEST(DistShard, ConcatAlongTheSplitAxisFailsWithNegativeAxesToo) {
+  for (int64_t axis : {int64_t{1}, int64_t{-1}}) {
+    Graph g;
+    Builder b(g);
+    ValueId x = b.input("x", DType::f32, Shape{"batch", 16});
+    ValueId h = b.linear(x, b.constant(seeded(DType::f32, {32, 16}, 11)), b.constant(seeded(DType::f32, {32}, 21)), "none");
+    b.output(b.op1(OpKind::Concatenate, {h, h}, {{"axis", axis}}));
+    try {
+      shard_tensor_parallel(g, "C", 2, 0, nullptr);
+      ADD_FAILURE() << "concatenate(axis " << axis << ") of column-split values was sharded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("concatenation along the split axis"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The llama preset on the tiny random llama (tests/models/llm/llama: 4 heads, 2 KV heads, llama3
 // RoPE scaling, untied head): q/k/v/gate/up column-parallel, o/down row-parallel, vocab-parallel
 // embedding and LM head, per-head K/V outputs gathered. TP=2 logits and K/V equal one process.
