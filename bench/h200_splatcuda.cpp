@@ -4,7 +4,8 @@
 // (forward+backward), 1920x1080, SH degree 3, f32, compiled for cuda; inputs device-resident;
 // `warm` runs, then `iters` single runs each timed by CUDA events (CompiledModel's executable
 // resident_time(1)); p50/p90 over them.
-// Usage: h200_splatcuda SCENE_DIR OUT_JSONL [iters=20] [sizes=100000,1000000]
+// Usage: h200_splatcuda SCENE_DIR OUT_JSONL [iters=20] [sizes=100000,1000000] [device=cuda]
+// (another device, e.g. cpu with a small scene, only to smoke-test the program without a GPU)
 // SCENE_DIR/scene_<n>.f32: means [n,3], log_scales [n,3], quats [n,4], opacity_logits [n],
 // sh [n,16,3], viewmat [4,4], K [3,3], campos [3], float32, concatenated in that order.
 #include <algorithm>
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
     std::string tok;
     while (std::getline(ss, tok, ',')) sizes.push_back(std::atoll(tok.c_str()));
   }
+  const std::string device = argc > 5 ? argv[5] : "cuda";
   const int64_t w = 1920, h = 1080;
   try {
     for (int64_t n : sizes) {
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
       splat::RenderOptions o;
       o.width = w, o.height = h, o.sh_degree = 3, o.dtype = DType::f32;
       CompileOptions co;
-      co.device = "cuda";
+      co.device = device;
       CompiledModel fwd(splat::render_graph(n, 16, o), co);
       std::vector<Tensor> out = fwd.run(in);
       // forward+backward: the L1 loss against the rendered image shifted by 0.05, as bench/splat.py
@@ -87,14 +89,14 @@ int main(int argc, char** argv) {
         exe.resident_upload(v == 0 ? in : fb_in);
         auto [p50, p90] = time_runs(exe, 3, iters);
         const char* variant = v == 0 ? "forward" : "forward+backward";
-        std::printf("rlx cuda %-17s N=%8lld: p50 %.3f ms  p90 %.3f ms  (%s)\n", variant, (long long)n, p50, p90,
+        std::printf("rlx %s %-17s N=%8lld: p50 %.3f ms  p90 %.3f ms  (%s)\n", device.c_str(), variant, (long long)n, p50, p90,
                     exe.summary().c_str());
         char line[768];
         std::snprintf(line, sizeof line,
-                      "{\"system\": \"rlx\", \"variant\": \"%s\", \"device\": \"cuda (H200)\", \"workload\": \"%lld "
+                      "{\"system\": \"rlx\", \"variant\": \"%s\", \"device\": \"%s\", \"workload\": \"%lld "
                       "Gaussians, SH3, %lldx%lld\", \"dtype\": \"f32\", \"batch\": 1, \"seq\": null, \"p50_ms\": %.4f, "
                       "\"p90_ms\": %.4f, \"throughput\": null, \"unit\": null, \"peak_rss_mb\": null, \"iters\": %d}\n",
-                      variant, (long long)n, (long long)w, (long long)h, p50, p90, iters);
+                      variant, device == "cuda" ? "cuda (H200)" : device.c_str(), (long long)n, (long long)w, (long long)h, p50, p90, iters);
         rows << line;
         rows.flush();
       }

@@ -177,7 +177,7 @@ def splatcuda(rlx_bin):
              "groups, resident inputs, CUDA events per run (p50/p90 of 20 after 3 warm-ups). gsplat: "
              "rasterization(classic, packed=False, tile 16) forward under no_grad, forward+backward as "
              "img.sum().backward(), CUDA events per call (p50/p90 of 20 after 3 warm-ups), same Gaussians and camera.")
-    write_splatcuda(rows, notes + " gsplat: not timed (its first-use compile did not finish in the time box).")
+    write_splatcuda(rows, notes + " gsplat: not timed (not carried, failed, or its first-use compile ran out of the time box: see log.txt).")
     load_gsplat()
     view = torch.tensor(view_np, dtype=torch.float32, device=dev)
     K = torch.tensor(K_np, dtype=torch.float32, device=dev)

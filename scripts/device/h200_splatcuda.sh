@@ -30,7 +30,7 @@ fi
 set +o pipefail
 if [ -x $B/bin/rlx_cuda_tests ]; then
   stamp "cuda splat tests"
-  timeout -k 5 120 $B/bin/rlx_cuda_tests --gtest_filter='SplatCuda.*' 2>&1 | tee "$OUT/tests.txt" | tail -40
+  timeout -k 5 180 $B/bin/rlx_cuda_tests --gtest_filter='SplatCuda.*' 2>&1 | tee "$OUT/tests.txt" | tail -40
 fi
 stamp "bench: rlx cuda, then gsplat (same run)"
 if ls .whl/gsplat-*.whl >/dev/null 2>&1; then

@@ -42,8 +42,7 @@ struct Step {
   size_t bytes = 0;
   // Solver: cuSOLVER calls between its pre/post launches (solver.h)
   std::unique_ptr<SolverPlan> solver;
-  // Splat: the splat kernels of one op (splat.h)
-  std::unique_ptr<SplatPlan> splat;
+  std::unique_ptr<SplatPlan> splat;  // Splat: the kernels of one splat op (splat.h)
   // The LIR kernels this step runs (several for a merged launch); `concurrent`: a merged launch
   // whose parts run at the same time (no order between them).
   std::vector<int> kernels;
@@ -291,8 +290,7 @@ class CudaExecutable : public Executable {
     std::ostringstream os;
     os << steps_.size() << " steps (" << gemms << " cuBLASLt GEMMs, " << launches << " NVRTC kernel launches, " << copies
        << " copies; " << folded_ << " transposes folded into attention, " << folded_adds_ << " residual adds into norms, " << batched_ << " sibling-linear groups batched, " << gemm_bias_ << " bias adds into GEMM epilogues, " << in_place_ << " feedbacks written in place, " << merged_ << " kernels merged into " << merged_launches_ << " launches, " << tuned_ << " GEMMs autotuned off the heuristic's first choice; " << compiled << " kernels compiled, " << disk_hits << " from the disk cache), CUDA graph "
-       << (graphs_ ? (exec_ ? "captured" : "pending") : "off") << (no_graph_why_.empty() ? "" : " (" + no_graph_why_ + ")")
-       << ", arena " << (p_.arena_bytes >> 10) << " KiB";
+       << (graphs_ ? (exec_ ? "captured" : "pending") : "off") << ", arena " << (p_.arena_bytes >> 10) << " KiB";
     for (auto& s : steps_)
       if (!s.phase.empty()) os << ", persistent launch " << (s.cooperative ? "cooperative" : "plain (no cooperative launch here)");
     if (!graph_coop_) os << " (captured as a plain launch: this driver cannot capture a cooperative one)";
@@ -466,16 +464,12 @@ class CudaExecutable : public Executable {
       add_launch(post, args, label + "[out]");
       return;
     }
-    if (splat_has(k.op)) {  // gaussian splatting: its own launches (and a host sync for the pair count)
+    if (splat_has(k.op)) {  // gaussian splatting (splat.h); a rasterize step syncs, so no CUDA graph then
       Step s;
       s.kind = Step::Splat;
       s.splat = std::make_unique<SplatPlan>(k.op, k.attrs, in, args);
-      compiled_ += s.splat->kernels();
+      compiled_ += s.splat->kernels(), graphs_ = graphs_ && !splat_syncs(k.op);
       s.label = label + "[splat]";
-      if (splat_syncs(k.op) && graphs_) {
-        graphs_ = false;
-        no_graph_why_ = "a splat rasterize step reads its pair count back";
-      }
       steps_.push_back(std::move(s));
       return;
     }
@@ -601,7 +595,6 @@ class CudaExecutable : public Executable {
       check(a.cuMemcpyHtoDAsync(ptr_[b], pin.ptr, bytes, stream_), "upload input");
     }
   }
-
   std::vector<Tensor> download() { return read_buffers(p_.outputs); }
 
   // Device buffers `bs` to host tensors: every copy queued on the stream behind the work already
@@ -735,7 +728,6 @@ class CudaExecutable : public Executable {
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   bool profile_ = false, graphs_ = true;
-  std::string no_graph_why_;  // set when a step forbids capture (graphs_ then false)
   bool coop_now_ = true, graph_coop_ = true;  // cooperative launches now / inside the captured graph
   std::string grid_refused_;                  // why the persistent launch was not built (empty: built or not planned)
   int merged_ = 0, merged_launches_ = 0;
