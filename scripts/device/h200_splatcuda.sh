@@ -10,24 +10,8 @@
 # Whole script: at most ~8 minutes (TOTAL_S, default 470 s, caps the gsplat part).
 set -u
 source "$(dirname "$0")/common.sh"
-unpack_devcarry
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
-ROOT=$PWD
-B=/tmp/rlx-device-build
-export RLX_CACHE_DIR=/tmp/rlx-cache
-t0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-stamp build
-set -o pipefail
-if ! { cmake -S scripts/device -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DGTEST_ROOT=$ROOT/build-cuda/devcarry >/dev/null &&
-       ninja -C $B -j "$(nproc)" h200_splatcuda $( [ -f build-cuda/devcarry/lib/libgtest.a ] && echo rlx_cuda_tests ) 2>&1 | tail -25; }; then
-  stamp "build FAILED"
-  exit 1
-fi
-set +o pipefail
+device_begin
+device_build h200_splatcuda rlx_cuda_tests || exit 1
 if [ -x $B/bin/rlx_cuda_tests ]; then
   stamp "cuda splat tests"
   timeout -k 5 180 $B/bin/rlx_cuda_tests --gtest_filter='SplatCuda.*' 2>&1 | tee "$OUT/tests.txt" | tail -40
