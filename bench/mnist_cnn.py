@@ -136,16 +136,18 @@ def main():
                      "best_round_p50_ms": round(ps_sorted[0], 4), "rounds_p50_ms": [round(v, 4) for v in ps],
                      "throughput": round(BATCH * 1000.0 / med, 1), "unit": "img/s", "load_avg_1m": loads[system]})
     speedup = rows[1]["p50_ms"] / rows[0]["p50_ms"]
-    cpu = platform.processor() or platform.machine()
+    cpu, flags = platform.processor() or platform.machine(), set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
                     cpu = line.split(":", 1)[1].strip()
-                    break
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    doc = {"benchmark": "mnist_cnn_cpu", "machine": f"{cpu}, {os.cpu_count()} logical CPUs",
+    isa = " ".join(f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_bf16") if f in flags)
+    doc = {"benchmark": "mnist_cnn_cpu", "machine": f"{cpu}, {os.cpu_count()} logical CPUs, ISA: {isa}",
            "date": datetime.datetime.now().isoformat(timespec="seconds"), "threads": a.threads,
            "timing": (f"{a.rounds} rounds, the systems alternating (fresh child each); per round 5 warm-up steps, "
                       f"then {a.steps} timed steps (wall time of one step incl. reading the loss); a row's p50 is the "

@@ -408,3 +408,29 @@ TEST(LirRewrite, ConcatInPlaceOnCpuMatchesTheReference) {
     EXPECT_EQ(plain.profile().find("(in place)"), std::string::npos) << plain.profile();
   }
 }
+
+// pool-divide: AveragePool as imported (sum reduce_window, then div by a constant count map) is one
+// pool that divides each plane; the values are the reference's, with the count map and a scalar.
+TEST(LirRewrite, PoolDivideFoldsTheAveragePoolsDivide) {
+  for (bool map : {true, false}) {
+    Graph g;
+    Builder b(g);
+    auto x = b.input("x", DType::f32, {2, 3, 7, 6});
+    Attrs wa{{"kind", "sum"}, {"window", std::vector<int64_t>{1, 1, 3, 3}}, {"strides", std::vector<int64_t>{1, 1, 1, 1}},
+             {"pads", std::vector<int64_t>{0, 0, 1, 1, 0, 0, 1, 1}}};
+    auto s = b.op1(OpKind::ReduceWindow, {x}, wa);
+    Tensor cnt(DType::f32, {1, 1, 7, 6});
+    for (int64_t i = 0; i < cnt.numel(); ++i) cnt.set(i, 4.0 + static_cast<double>(i % 5));
+    b.output(b.div(s, map ? b.constant(cnt) : b.scalar(9, DType::f32)));
+    LirProgram p = lower(g);
+    EXPECT_EQ(run_pass(p, "pool-divide"), 1) << print_lir(p);
+    EXPECT_EQ(count(p, OpKind::Div), 0) << print_lir(p);
+    std::vector<Tensor> in{rnd({Dim(2), Dim(3), Dim(7), Dim(6)}, 5)};
+    auto want = reference_run(g, in);
+    rlx_test::ScopedEnv profile("RLX_PROFILE", "1");
+    CompiledModel cm(g, CompileOptions{});
+    auto got = cm.run(in);
+    EXPECT_LE(max_rel_diff(got[0], want[0]), 1e-6) << "map=" << map;
+    EXPECT_NE(cm.profile().find("reduce_window+div"), std::string::npos) << cm.profile();
+  }
+}

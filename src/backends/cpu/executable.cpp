@@ -80,6 +80,7 @@ class CpuExecutable : public Executable {
       if (k.attrs.count("cpu_qkv")) label += "(qkv in place)";
       if (k.attrs.count("cpu_res")) label += "+residual";
       if (k.kind == KernelKind::Library && k.in_place) label += "(in place)";
+      if (k.attrs.count("cpu_pool_div")) label += "+div";
       if (k.attrs.count("cpu_ln_g")) label += "+layer_norm";
       if (k.attrs.count("cpu_epi")) (label += "+") += attr_str(Node{k.op, {}, {}, k.attrs, ""}, "cpu_epi");
       if (k.attrs.count("cpu_rows") && label.rfind("fused", 0) == 0) label = "rows" + label.substr(5);
@@ -301,6 +302,7 @@ LirSchedule cpu_schedule() {
   }
   if (env_on("RLX_CPU_ROWS", true)) s.passes.push_back("row-regions");
   s.passes.push_back("conv-epilogue");
+  s.passes.push_back("pool-divide");
   if (env_on("RLX_CPU_CONCAT_IN_PLACE", true)) s.passes.push_back("concat-in-place");
   s.absorbs.conv = [](const LirKernel& d, const LirProgram& p) {
     return cpu::conv_f32_supported(Node{d.op, {}, {}, d.attrs, ""}, p.buffers[d.in[0]].type, p.buffers[d.in[1]].type,

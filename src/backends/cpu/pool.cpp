@@ -270,14 +270,35 @@ void axis_rows(const AxisWin& w, const float* x, float* y, int64_t i0, int64_t i
   }
 }
 
+// y[e] /= d[e % dn] for e in [e0, e1): the pool-divide pass's divisor (a trailing broadcast).
+void divide(float* y, const float* d, int64_t dn, int64_t e0, int64_t e1) {
+  if (dn == 1) {
+    for (int64_t e = e0; e < e1; ++e) y[e] /= d[0];
+    return;
+  }
+  for (int64_t e = e0; e < e1; ++e) y[e] /= d[e % dn];
+}
+
 }  // namespace
 
 void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   Tensor& y = out[0];
   const std::string& kind = attr_str(n, "kind");
-  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || (kind != "sum" && kind != "max" && kind != "min"))
-    return generic_kernel(n, in, out);
+  // pool-divide (src/lir/rewrite/pool.cpp): the average pool's divisor as a second input.
+  const Tensor* dv = in.size() == 2 && n.attrs.count("cpu_pool_div") ? &in[1] : nullptr;
+  if (dv) {
+    RLX_CHECK(dv->dtype() == DType::f32 && y.dtype() == DType::f32 && dv->numel() >= 1 &&
+                  y.numel() % dv->numel() == 0,
+              "[cpu] reduce_window ", n.name, ": the divisor does not broadcast to the output");
+  }
+  const float* dp = dv ? dv->data<float>() : nullptr;
+  const int64_t dn = dv ? dv->numel() : 1;
+  if (x.dtype() != DType::f32 || y.dtype() != DType::f32 || (kind != "sum" && kind != "max" && kind != "min")) {
+    generic_kernel(n, {x}, out);
+    if (dp) divide(y.data<float>(), dp, dn, 0, y.numel());
+    return;
+  }
   const Red k = kind == "sum" ? Red::Sum : kind == "max" ? Red::Max : Red::Min;
   const float ident = k == Red::Sum ? 0.f : k == Red::Max ? -std::numeric_limits<float>::infinity()
                                                           : std::numeric_limits<float>::infinity();
@@ -286,7 +307,11 @@ void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
   Win w;
   AxisWin aw;
   if (!window_of(n, x, y, w)) {
-    if (!axis_window_of(n, x, y, aw)) return generic_kernel(n, in, out);
+    if (!axis_window_of(n, x, y, aw)) {
+      generic_kernel(n, {x}, out);
+      if (dp) divide(yp, dp, dn, 0, y.numel());
+      return;
+    }
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, aw.inner * aw.k));
     parallel_for(aw.outer * aw.OL, grain, [&](int64_t i0, int64_t i1) {
       switch (k) {
@@ -294,6 +319,7 @@ void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
         case Red::Max: axis_rows<Red::Max>(aw, xp, yp, i0, i1, ident); break;
         case Red::Min: axis_rows<Red::Min>(aw, xp, yp, i0, i1, ident); break;
       }
+      if (dp) divide(yp, dp, dn, i0 * aw.inner, i1 * aw.inner);
     });
     return;
   }
@@ -325,13 +351,14 @@ void reduce_window(const Node& n, const std::vector<Tensor>& in, std::vector<Ten
           case Red::Max: pool_plane<Red::Max>(g, ph, xs, ys, t_phase.data(), t_flat.data(), ident); break;
           case Red::Min: pool_plane<Red::Min>(g, ph, xs, ys, t_phase.data(), t_flat.data(), ident); break;
         }
-        continue;
+      } else {
+        switch (k) {
+          case Red::Sum: pool_rows<Red::Sum>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
+          case Red::Max: pool_rows<Red::Max>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
+          case Red::Min: pool_rows<Red::Min>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
+        }
       }
-      switch (k) {
-        case Red::Sum: pool_rows<Red::Sum>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
-        case Red::Max: pool_rows<Red::Max>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
-        case Red::Min: pool_rows<Red::Min>(w, xs, ys, t_row.data(), t_rphase.data(), ident); break;
-      }
+      if (dp) divide(yp, dp, dn, p * w.OH * w.OW, (p + 1) * w.OH * w.OW);  // the plane, while in cache
     }
   });
 }

@@ -79,6 +79,7 @@ int pass_layernorm_into_gemm(LirProgram& p, const LirAbsorbs& a);      // gemm_e
 int pass_residual_into_norm(LirProgram& p, const LirAbsorbs& a);       // norm.cpp
 int pass_embedding_norm(LirProgram& p, const LirAbsorbs& a);           // norm.cpp
 int pass_concat_in_place(LirProgram& p, const LirAbsorbs& a);         // concat.cpp
+int pass_pool_divide(LirProgram& p, const LirAbsorbs& a);             // pool.cpp
 int pass_row_regions(LirProgram& p, const LirAbsorbs& a);              // rows.cpp
 int pass_conv_epilogue(LirProgram& p, const LirAbsorbs& a);            // conv.cpp
 

@@ -56,6 +56,9 @@ const std::vector<LirPass>& lir_passes() {
        "concatenate of contiguous, once-read operands -> the planner places them inside its output "
        "(lir_concat_in_place; nothing is copied)",
        pass_concat_in_place},
+      {"pool-divide",
+       "sum reduce_window -> div by a constant (AveragePool's count) -> one pool dividing each plane (cpu_pool_div)",
+       pass_pool_divide},
       {"reorder-row-regions", "backend launch planning: row-local kernels of a run ahead of its cross-row tail",
        reorder_row_regions},
       {"grid-layout", "backend layout: every arena buffer its own bytes and sinks last, for one persistent launch",
