@@ -7,7 +7,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "rlx/device.h"
@@ -122,9 +124,14 @@ Tensor to_tensor(const InArray& a, std::optional<DType> want, const std::string&
       fail("[python] ", what, ": expected dtype ", dtype_name(*want), ", got numpy ", numpy_name(a.dtype()), hint);
     fail("[python] ", what, ": numpy dtype ", numpy_name(a.dtype()), " has no RLX dtype");
   }
-  Tensor t(*have, shape);
-  if (t.nbytes()) std::memcpy(t.raw(), a.data(), t.nbytes());
-  return t;
+  // A private copy in the Tensor constructor's layout (64-byte aligned), without its zero fill:
+  // the copy overwrites every byte.
+  size_t bytes = dtype_size(*have);
+  for (int64_t d : shape) bytes *= static_cast<size_t>(d);
+  void* p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+  if (!p) fail("[python] ", what, ": out of memory copying ", bytes, " bytes");
+  if (bytes) std::memcpy(p, a.data(), bytes);
+  return Tensor::wrap(*have, shape, std::shared_ptr<void>(p, std::free), p);
 }
 
 InArray as_array(nb::handle h, const std::string& what) {

@@ -146,9 +146,12 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(dtype_, shape_);
-  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
-  return t;
+  // The copy overwrites every byte: the constructor's layout (64-byte aligned) without its zero fill.
+  size_t bytes = nbytes();
+  void* p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+  RLX_CHECK(p != nullptr, "[tensor] out of memory allocating ", bytes, " bytes");
+  if (bytes) std::memcpy(p, data_, bytes);
+  return wrap(dtype_, shape_, std::shared_ptr<void>(p, std::free), p);
 }
 
 std::string Tensor::str(int64_t max_elems) const {
