@@ -134,6 +134,9 @@ std::vector<Command> make_table() {
         integer("eos", "ID", "--prompt-ids: stop a row at this token id; -1: never", "-1", at_least(-1)),
         device_flag("the device to run on"),
         flag("dequantize", "GGUF: dequantize the projections to f32 instead of keeping them packed"),
+        integer("tp", "N", "tensor-parallel ranks (llama preset: heads, FFN and vocabulary split; dense weights; run "
+                "under rlx launch -n N or mpirun -n N)", "1", at_least(1)),
+        flag("shard-report", "with --tp: print every inserted collective of each compiled step (stderr)"),
         flag("stats", "print prefill and decode tokens/s on stderr")},
        "Text mode stops at the tokenizer's end-of-sequence / end-of-turn tokens.",
        "docs/llm.md",

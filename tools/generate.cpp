@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "commands.h"
+#include "dist/communicator.h"
 #include "models/generate.h"
 #include "models/llm/llm.h"
+#include "passes/shard.h"
 #include "quant/blocks.h"
 #include "rlx/gguf.h"
 
@@ -63,6 +65,26 @@ void check_context(const models::DecoderConfig& cfg, int64_t prompt, int64_t max
                std::max<int64_t>(0, cfg.context - prompt), " or less");
 }
 
+// --tp N: every step graph becomes this rank's part of a tensor-parallel decoder (the llama preset
+// of shard-tensor-parallel: heads, FFN and vocabulary split, docs/distributed.md). Each rank runs
+// the same generation loop on the same (gathered) logits; rank 0 alone prints.
+void tensor_parallel(const Args& a, models::DecoderModel& m) {
+  const int64_t tp = a.integer("tp");
+  if (tp <= 1) return;
+  dist::Communicator& comm = dist::current();
+  RLX_CHECK(comm.size() == tp, "[cli] generate --tp ", tp, " needs ", tp, " ranks (rlx launch -n ", tp,
+            " -- rlx generate ..., or mpirun -n ", tp, "); this process is rank ", comm.rank(), " of ", comm.size());
+  const int64_t rank = comm.rank();
+  const bool report = a.has("shard-report") && rank == 0;
+  m.set_graph_transform([tp, rank, report](const Graph& g) {
+    ShardReport rep;
+    Graph part = shard_tensor_parallel(g, "llama", tp, rank, &rep);
+    if (report) std::fputs(rep.str().c_str(), stderr);
+    return part;
+  });
+  if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) usage_fail("generate: cannot silence rank ", rank);
+}
+
 // Token ids in, token ids out (one line of comma-separated ids per row).
 int generate_ids(const Args& a, const std::string& path) {
   std::vector<int64_t> prompt;
@@ -77,6 +99,7 @@ int generate_ids(const Args& a, const std::string& path) {
   models::LoadOptions lo;
   lo.keep_packed = !a.has("dequantize");
   models::DecoderModel m(models::load_decoder(path, lo), a.get("device"));
+  tensor_parallel(a, m);
   std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(batch), prompt);
   models::GenerateStats st;
   auto out = models::generate(m, prompts, max_new, sampling(a), a.integer("eos"), &st);
@@ -146,6 +169,7 @@ int cmd_generate(const Args& a) {
   bool has_text = a.has("prompt"), has_ids = a.has("prompt-ids");
   if (a.has("interactive")) {
     if (has_ids || a.integer("batch") != 1) usage_fail("generate: --interactive takes text (no --prompt-ids/--batch)");
+    if (a.integer("tp") > 1) usage_fail("generate: --interactive runs in one process (no --tp)");
     return chat_loop(a, path);
   }
   if (has_text == has_ids) usage_fail("generate: give exactly one of --prompt TEXT or --prompt-ids ID,...");
@@ -158,6 +182,7 @@ int cmd_generate(const Args& a) {
   models::LoadOptions lo;
   lo.keep_packed = !a.has("dequantize");
   auto llm = models::Llm::load(path, a.get("device"), lo);
+  tensor_parallel(a, llm->model());
   std::string text = a.get("prompt");
   if (a.has("chat")) {
     std::vector<models::ChatMessage> msgs;

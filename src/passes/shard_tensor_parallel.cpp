@@ -97,6 +97,18 @@ Graph shard_tensor_parallel(const Graph& g, const std::string& preset, int64_t t
     RLX_CHECK(t, "[shard] ", op_name(at.op), " '", at.name, "': weights must be graph constants to be split");
     return *t;
   };
+  // This rank's part along `axis` of a replicated operand: a constant is sliced here, any other
+  // value (a KV cache input) gathered with a constant index list, so every rank's graph has the
+  // same structure and attributes (the start-up hash compares constants by shape, not value).
+  auto rank_part = [&](Builder& b, ValueId src, ValueId dst, int64_t axis, const auto& fail_here) -> ValueId {
+    const Shape& vs = full_shape(src);
+    if (!vs[axis].is_static() || vs[axis].v % tp) fail_here("a replicated operand spans the split axis");
+    const int64_t lo = rank * vs[axis].v / tp, hi = (rank + 1) * vs[axis].v / tp;
+    if (const Tensor* c = producer_constant(src)) return b.constant(slice_dim(*c, axis, lo, hi));
+    Tensor idx(DType::i64, {hi - lo});
+    for (int64_t i = lo; i < hi; ++i) idx.data<int64_t>()[i - lo] = i;
+    return b.op1(OpKind::Gather, {dst, b.constant(idx)}, {{"axis", axis}});
+  };
   int64_t linear_index = 0;
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
@@ -230,12 +242,14 @@ Graph shard_tensor_parallel(const Graph& g, const std::string& preset, int64_t t
         at["limit"] = lim;
         break;
       }
-      case OpKind::Concatenate: {
-        for (auto v : n.inputs)
-          if (!split.count(v) || split[v] != axis) fail_here("every input must be split along the same axis");
+      case OpKind::Concatenate: {  // a replicated input (a KV cache's past) is cut to this rank's part
         int64_t cat = attr_int(n, "axis");
         if (cat < 0) cat += out_rank;  // the importers and builders allow negative axes
         if (cat == axis) fail_here("a concatenation along the split axis");
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          if (split.count(n.inputs[i]) && split[n.inputs[i]] != axis) fail_here("the inputs are split along different axes");
+          if (!split.count(n.inputs[i])) ins[i] = rank_part(b, n.inputs[i], ins[i], axis, fail_here);
+        }
         break;
       }
       case OpKind::Gelu:
@@ -260,10 +274,7 @@ Graph shard_tensor_parallel(const Graph& g, const std::string& preset, int64_t t
             continue;
           }
           if (va < 0 || (vs[va].is_static() && vs[va].v == 1)) continue;
-          const Tensor* c = producer_constant(v);
-          if (!c || !vs[va].is_static() || vs[va].v % tp) fail_here("a replicated operand spans the split axis");
-          int64_t lo = rank * vs[va].v / tp, hi = (rank + 1) * vs[va].v / tp;
-          ins[i] = b.constant(slice_dim(*c, va, lo, hi));
+          ins[i] = rank_part(b, v, ins[i], va, fail_here);
         }
     }
     rb.copy(n, ins, at);

@@ -431,6 +431,31 @@ TEST(DistMpi, DataParallelTimesPipelineMeshLossCurveEqualsOneProcess) {
   EXPECT_NE(r.out.find("rank 3 (replica 1, stage 1)"), std::string::npos) << r.out;
 }
 
+// `rlx launch -n 2 -- rlx generate --tp 2`: prefill and every decode step through the sharded
+// graphs (the KV cache's past cut to each rank's heads); the tokens equal one process's, greedy
+// and sampled.
+TEST(DistMpi, TensorParallelGenerateEqualsOneProcess) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
+  const std::string args = " generate --model " RLX_SOURCE_DIR "/tests/models/llm/llama --prompt-ids 1,5,9,200 --max-new 8 ";
+  for (const char* mode : {"--batch 2", "--temperature 0.9 --seed 7"}) {
+    ProcRun one = sh(std::string(RLX_BIN) + args + mode);
+    ASSERT_EQ(one.code, 0) << one.out;
+    ProcRun tp = sh(std::string(RLX_BIN) + " launch -n 2 -- rlx" + args + mode + " --tp 2");
+    ASSERT_EQ(tp.code, 0) << tp.out;
+    auto ids = [](const std::string& out) {  // the lines of token ids
+      std::string r;
+      size_t at = 0;
+      for (size_t nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1) {
+        std::string line = out.substr(at, nl - at);
+        if (!line.empty() && line.find_first_not_of("0123456789,") == std::string::npos) r += line + "\n";
+      }
+      return r;
+    };
+    EXPECT_NE(ids(one.out), "") << one.out;
+    EXPECT_EQ(ids(tp.out), ids(one.out)) << mode << "\n" << tp.out;
+  }
+}
+
 TEST(DistMpi, MismatchedGraphsAreDetectedAtStartUp) {
   ASSERT_TRUE(have_mpirun()) << "mpirun missing: scripts/bootstrap.sh installs openmpi-bin";
   ProcRun r = sh(mpirun(2, "RLX_DIST_TIMEOUT_S=20") + RLX_DIST_WORKER " mismatch");

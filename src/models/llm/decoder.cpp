@@ -328,6 +328,7 @@ Graph decoder_step_graph(const DecoderWeights& w, int64_t B, int64_t S, int64_t 
 struct DecoderModel::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>, std::unique_ptr<CompiledModel>> cache;
   std::vector<double> inv_freq;
+  std::function<Graph(const Graph&)> transform;
   CompiledModel& get(const DecoderWeights& w, const std::string& dev, int64_t B, int64_t S, int64_t cap, bool all,
                      bool bias, bool per_row = false) {
     auto key = std::make_tuple(B, S, cap, all, bias, per_row);
@@ -335,7 +336,8 @@ struct DecoderModel::Impl {
     if (it != cache.end()) return *it->second;
     CompileOptions o;
     o.device = dev;
-    auto m = std::make_unique<CompiledModel>(decoder_step_graph(w, B, S, cap, all, bias, per_row), o);
+    Graph g = decoder_step_graph(w, B, S, cap, all, bias, per_row);
+    auto m = std::make_unique<CompiledModel>(transform ? transform(g) : g, o);
     return *cache.emplace(key, std::move(m)).first->second;
   }
 };
@@ -345,6 +347,10 @@ DecoderModel::DecoderModel(DecoderWeights w, std::string device)
   impl_->inv_freq = w_.cfg.inv_freq();
 }
 DecoderModel::~DecoderModel() { delete impl_; }
+void DecoderModel::set_graph_transform(std::function<Graph(const Graph&)> f) {
+  RLX_CHECK(impl_->cache.empty(), "[llm] set_graph_transform after a step graph was compiled");
+  impl_->transform = std::move(f);
+}
 
 std::vector<Tensor> DecoderModel::extra_inputs(int64_t B, int64_t S, int64_t pos, const KvCache* cache,
                                                bool bias) const {

@@ -4,6 +4,7 @@
 // every architecture in config.h; weights load from an HF directory or a GGUF file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ class DecoderModel : public CausalLM {
   DecoderModel(DecoderWeights w, std::string device = "cpu");
   ~DecoderModel() override;
   const DecoderWeights& weights() const { return w_; }
+  // Applied to every step graph before it compiles (tensor parallelism: `rlx generate --tp N` sets
+  // this rank's shard-tensor-parallel rewrite). Set it before the first step.
+  void set_graph_transform(std::function<Graph(const Graph&)> f);
   int64_t num_layers() const override { return w_.cfg.layers; }
   int64_t kv_heads() const override { return w_.cfg.kv_heads; }
   int64_t head_dim() const override { return w_.cfg.head_dim; }
