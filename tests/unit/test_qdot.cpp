@@ -91,10 +91,14 @@ TEST(QDot, ActivationBlocksWithinHalfAStep) {
   qd::quantize_row(x.data(), xq.data(), k);
   EXPECT_EQ(xq[1].d, 0.f);  // the all-zero block
   for (int64_t b = 0; b < k / kQK; ++b) {
-    float amax = 0, sum = 0;
-    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::abs(x[b * kQK + i])), sum += x[b * kQK + i];
+    float amax = 0;
+    double sum = 0, mag = 0;
+    for (int i = 0; i < kQK; ++i) {
+      amax = std::max(amax, std::abs(x[b * kQK + i]));
+      sum += x[b * kQK + i], mag += std::abs(x[b * kQK + i]);
+    }
     EXPECT_FLOAT_EQ(xq[b].d, amax / 127) << b;
-    EXPECT_FLOAT_EQ(xq[b].s, sum) << b;
+    EXPECT_NEAR(xq[b].s, sum, 1e-6 * mag) << b;
     bool hit_max = false;
     for (int i = 0; i < kQK; ++i) {
       EXPECT_LE(std::abs(xq[b].qs[i]), 127);
@@ -105,6 +109,14 @@ TEST(QDot, ActivationBlocksWithinHalfAStep) {
       EXPECT_TRUE(hit_max) << b;
     }
   }
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (cpu::cpu_isa_host() >= cpu::CpuIsa::Avx2) {  // the two forms give the same bytes
+    std::vector<qd::BlockX8> xs(xq.size()), xa(xq.size());
+    qd::quantize_row_scalar(x.data(), xs.data(), k);
+    qd::quantize_row_avx2(x.data(), xa.data(), k);
+    EXPECT_EQ(std::memcmp(xs.data(), xa.data(), xs.size() * sizeof(qd::BlockX8)), 0);
+  }
+#endif
   // A non-finite element makes its block NaN, so the product is NaN rather than silently finite.
   x[3] = INFINITY;
   qd::quantize_row(x.data(), xq.data(), k);
@@ -139,8 +151,9 @@ TEST(QDot, RowDotsMatchTheDequantOracle) {
   }
 }
 
-// The kernel's one-row path (a decode step's projection) is the integer block dot, and stays within
-// the activation-rounding bound of the f32 reference interpreter; several rows keep the f32 path.
+// The kernel's one-row path (a decode step's projection) is the integer block dot for Q4_0/Q4_1,
+// within the activation-rounding bound of the f32 reference interpreter; Q8_0 keeps f32
+// activations and matches the reference up to summation order.
 TEST(QDot, DequantMatMulOneRowIsTheIntegerDot) {
   if (const char* e = std::getenv("RLX_QDOT"); e && std::string(e) == "0") GTEST_SKIP() << "RLX_QDOT=0 set by the caller";
   std::mt19937 rng(17);
@@ -164,13 +177,42 @@ TEST(QDot, DequantMatMulOneRowIsTheIntegerDot) {
     Tensor want = reference_run(g, {x, w})[0];
     std::vector<qd::BlockX8> xq(static_cast<size_t>(k / kQK));
     qd::quantize_row(xv.data(), xq.data(), k);
+    const bool integer = t != GgmlType::Q8_0;
+    EXPECT_EQ(qd::preferred(t), integer);
     int differs = 0;
     for (int64_t j = 0; j < N; ++j) {
       Oracle o = oracle(t, wv.data() + j * rb, xv, xq);
-      EXPECT_EQ(y.get(j), qd::row_dot(t, wv.data() + j * rb, xq.data(), k / kQK)) << j;
-      EXPECT_LE(std::abs(y.get(j) - want.get(j)), o.bound + 2e-6 * o.magnitude) << j;
-      differs += y.get(j) != want.get(j);
+      if (integer) {
+        EXPECT_EQ(y.get(j), qd::row_dot(t, wv.data() + j * rb, xq.data(), k / kQK)) << j;
+        EXPECT_LE(std::abs(y.get(j) - want.get(j)), o.bound + 2e-6 * o.magnitude) << j;
+      } else {
+        EXPECT_NEAR(y.get(j), o.exact, 2e-6 * o.magnitude) << j;
+      }
+      differs += std::abs(y.get(j) - o.exact) > 1e-5 * o.magnitude;
     }
-    EXPECT_GT(differs, N / 2);  // the activations really were quantized
+    if (integer) {
+      EXPECT_GT(differs, N / 2);  // the activations really were quantized
+    } else {
+      EXPECT_EQ(differs, 0);
+    }
   }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+TEST(QDot, Q8_0RowAgainstF32ActivationsMatchesTheOracle) {
+  if (cpu::cpu_isa_host() < cpu::CpuIsa::Avx2) GTEST_SKIP() << "host without AVX2";
+  std::mt19937 rng(23);
+  for (int64_t k : {int64_t{32}, int64_t{576}}) {
+    const int64_t rows = 19, rb = static_cast<int64_t>(row_bytes(GgmlType::Q8_0, k));
+    std::vector<uint8_t> w = random_rows(GgmlType::Q8_0, rows, k, rng);
+    std::vector<float> x = random_x(std::max<int64_t>(k, 2 * kQK), rng);
+    x.resize(static_cast<size_t>(k));
+    std::vector<qd::BlockX8> xq(static_cast<size_t>(k / kQK));
+    qd::quantize_row(x.data(), xq.data(), k);
+    for (int64_t j = 0; j < rows; ++j) {
+      Oracle o = oracle(GgmlType::Q8_0, w.data() + j * rb, x, xq);
+      EXPECT_NEAR(qd::row_dot_f32_q8_0_avx2(w.data() + j * rb, x.data(), k / kQK), o.exact, 2e-6 * o.magnitude) << j;
+    }
+  }
+}
+#endif

@@ -1,7 +1,7 @@
 // Packed dequant-matmul on cpu: weights stay in their GGML blocks. One row of x (decoding one
-// sequence): for Q4_0/Q4_1/Q8_0 x is quantized to 8-bit blocks once and every weight row is an
-// integer block dot (qdot.h, llama.cpp's decode arithmetic); RLX_QDOT=0 keeps x in f32 and dots the
-// blocks with it directly instead (the f32 semantics of the op, to compare against). Other types
+// sequence): for Q4_0/Q4_1 x is quantized to 8-bit blocks once and every weight row is an integer
+// block dot (qdot.h, llama.cpp's decode arithmetic); Q8_0 rows, and every type under RLX_QDOT=0,
+// are dotted block by block with f32 x (the op's f32 semantics; AVX2 for Q8_0). Other types
 // are expanded one weight row at a time into a small f32 buffer (L1-resident) and dotted. Several
 // rows (a prefill, or a decode step batched over sequences): each worker expands a tile of weight
 // rows and runs the f32 GEMM over all rows of x against it, so the expansion is paid once per tile
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_avx2.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qdot.h"
@@ -76,6 +77,13 @@ float block_row_dot(const uint8_t* wr, const float* x, int64_t nb) {
 template <quant::GgmlType T>
 void f32_gemv(const float* xp, const uint8_t* wp, float* yp, int64_t N, int64_t k, int64_t rb) {
   const int64_t nb = k / quant::kQK;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = cpu_isa() >= CpuIsa::Avx2;
+  if (T == quant::GgmlType::Q8_0 && avx2)
+    return split_rows(N, k, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) yp[j] = qdot::row_dot_f32_q8_0_avx2(wp + j * rb, xp, nb);
+    });
+#endif
   split_rows(N, k, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) yp[j] = block_row_dot<T>(wp + j * rb, xp, nb);
   });
@@ -121,7 +129,7 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
     return;
   }
   if (M == 1 && k % quant::kQK == 0 && qdot::supported(tr->type)) {  // one row (a decode step)
-    if (qdot_enabled()) return int_gemv(tr->type, xp, wp, yp, N, k, rb);
+    if (qdot_enabled() && qdot::preferred(tr->type)) return int_gemv(tr->type, xp, wp, yp, N, k, rb);
     switch (tr->type) {
       case quant::GgmlType::Q8_0: return f32_gemv<quant::GgmlType::Q8_0>(xp, wp, yp, N, k, rb);
       case quant::GgmlType::Q4_0: return f32_gemv<quant::GgmlType::Q4_0>(xp, wp, yp, N, k, rb);
