@@ -2,7 +2,7 @@
 // (quant::dequantize_row in double): the Q8 activation blocks stay within half a step of x, each
 // row dot equals the oracle on the quantized activations up to f32 summation, and the distance to
 // the exact f32 product stays under the bound the activation rounding allows. The scalar and AVX2
-// forms are compared with each other on hosts with AVX2; the dequant_matmul kernel's one-row path
+// forms are compared with each other on hosts with AVX2; the dequant_matmul kernel's few-row path
 // is checked end to end. Run at every RLX_CPU_ISA level by `make test-isa`.
 #include <gtest/gtest.h>
 
@@ -91,10 +91,14 @@ TEST(QDot, ActivationBlocksWithinHalfAStep) {
   qd::quantize_row(x.data(), xq.data(), k);
   EXPECT_EQ(xq[1].d, 0.f);  // the all-zero block
   for (int64_t b = 0; b < k / kQK; ++b) {
-    float amax = 0, sum = 0;
-    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::abs(x[b * kQK + i])), sum += x[b * kQK + i];
+    float amax = 0;
+    double sum = 0, mag = 0;
+    for (int i = 0; i < kQK; ++i) {
+      amax = std::max(amax, std::abs(x[b * kQK + i]));
+      sum += x[b * kQK + i], mag += std::abs(x[b * kQK + i]);
+    }
     EXPECT_FLOAT_EQ(xq[b].d, amax / 127) << b;
-    EXPECT_FLOAT_EQ(xq[b].s, sum) << b;
+    EXPECT_NEAR(xq[b].s, sum, 1e-6 * mag) << b;
     bool hit_max = false;
     for (int i = 0; i < kQK; ++i) {
       EXPECT_LE(std::abs(xq[b].qs[i]), 127);
@@ -105,6 +109,14 @@ TEST(QDot, ActivationBlocksWithinHalfAStep) {
       EXPECT_TRUE(hit_max) << b;
     }
   }
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (cpu::cpu_isa_host() >= cpu::CpuIsa::Avx2) {  // the two forms give the same bytes
+    std::vector<qd::BlockX8> xs(xq.size()), xa(xq.size());
+    qd::quantize_row_scalar(x.data(), xs.data(), k);
+    qd::quantize_row_avx2(x.data(), xa.data(), k);
+    EXPECT_EQ(std::memcmp(xs.data(), xa.data(), xs.size() * sizeof(qd::BlockX8)), 0);
+  }
+#endif
   // A non-finite element makes its block NaN, so the product is NaN rather than silently finite.
   x[3] = INFINITY;
   qd::quantize_row(x.data(), xq.data(), k);
@@ -139,38 +151,78 @@ TEST(QDot, RowDotsMatchTheDequantOracle) {
   }
 }
 
-// The kernel's one-row path (a decode step's projection) is the integer block dot, and stays within
-// the activation-rounding bound of the f32 reference interpreter; several rows keep the f32 path.
-TEST(QDot, DequantMatMulOneRowIsTheIntegerDot) {
+// The kernel on 1 and 3 rows of x (a decode step, a short prompt) takes the integer block dots for
+// Q4_0/Q4_1, within the activation-rounding bound of the f32 reference interpreter; one Q8_0 row
+// keeps f32 activations, and 9 rows of any type take the f32 path: both match the f32 oracle up to
+// summation order.
+TEST(QDot, DequantMatMulFewRowsAreTheIntegerDot) {
   if (const char* e = std::getenv("RLX_QDOT"); e && std::string(e) == "0") GTEST_SKIP() << "RLX_QDOT=0 set by the caller";
   std::mt19937 rng(17);
   const int64_t k = 576, N = 300;  // N * k is above the size that splits rows over the pool
   for (GgmlType t : kTypes) {
-    const std::string name = type_name(static_cast<uint32_t>(t));
-    SCOPED_TRACE(name);
-    const int64_t rb = static_cast<int64_t>(row_bytes(t, k));
-    std::vector<uint8_t> wv = random_rows(t, N, k, rng);
-    std::vector<float> xv = random_x(k, rng);
-    Tensor w(DType::u8, {N, rb}), x(DType::f32, {1, k});
-    std::memcpy(w.data<uint8_t>(), wv.data(), wv.size());
-    std::memcpy(x.data<float>(), xv.data(), xv.size() * sizeof(float));
-    Graph g;
-    Builder b(g);
-    ValueId xi = b.input("x", DType::f32, to_shape(x.shape()));
-    ValueId wi = b.input("w", DType::u8, to_shape(w.shape()));
-    b.output(b.op1(OpKind::DequantMatMul, {xi, wi}, {{"type", name}, {"k", k}}));
-    CompiledModel m(g, CompileOptions{});
-    Tensor y = m.run(std::vector<Tensor>{x, w})[0];
-    Tensor want = reference_run(g, {x, w})[0];
-    std::vector<qd::BlockX8> xq(static_cast<size_t>(k / kQK));
-    qd::quantize_row(xv.data(), xq.data(), k);
-    int differs = 0;
-    for (int64_t j = 0; j < N; ++j) {
-      Oracle o = oracle(t, wv.data() + j * rb, xv, xq);
-      EXPECT_EQ(y.get(j), qd::row_dot(t, wv.data() + j * rb, xq.data(), k / kQK)) << j;
-      EXPECT_LE(std::abs(y.get(j) - want.get(j)), o.bound + 2e-6 * o.magnitude) << j;
-      differs += y.get(j) != want.get(j);
+    for (int64_t M : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+      const std::string name = type_name(static_cast<uint32_t>(t));
+      SCOPED_TRACE(name + " M " + std::to_string(M));
+      if (t == GgmlType::Q8_0 && M == 3) continue;  // the GEMM path, as M = 9
+      const int64_t rb = static_cast<int64_t>(row_bytes(t, k));
+      std::vector<uint8_t> wv = random_rows(t, N, k, rng);
+      Tensor w(DType::u8, {N, rb}), x(DType::f32, {M, k});
+      std::memcpy(w.data<uint8_t>(), wv.data(), wv.size());
+      std::vector<std::vector<float>> xs;
+      for (int64_t r = 0; r < M; ++r) {
+        xs.push_back(random_x(k, rng));
+        std::memcpy(x.data<float>() + r * k, xs.back().data(), static_cast<size_t>(k) * sizeof(float));
+      }
+      Graph g;
+      Builder b(g);
+      ValueId xi = b.input("x", DType::f32, to_shape(x.shape()));
+      ValueId wi = b.input("w", DType::u8, to_shape(w.shape()));
+      b.output(b.op1(OpKind::DequantMatMul, {xi, wi}, {{"type", name}, {"k", k}}));
+      CompiledModel m(g, CompileOptions{});
+      Tensor y = m.run(std::vector<Tensor>{x, w})[0];
+      Tensor want = reference_run(g, {x, w})[0];
+      const bool integer = qd::preferred(t) && M <= 8;
+      EXPECT_EQ(qd::preferred(t), t != GgmlType::Q8_0);
+      int differs = 0;
+      for (int64_t r = 0; r < M; ++r) {
+        std::vector<qd::BlockX8> xq(static_cast<size_t>(k / kQK));
+        qd::quantize_row(xs[r].data(), xq.data(), k);
+        for (int64_t j = 0; j < N; ++j) {
+          Oracle o = oracle(t, wv.data() + j * rb, xs[r], xq);
+          const double got = y.get(r * N + j);
+          if (integer) {
+            EXPECT_EQ(got, qd::row_dot(t, wv.data() + j * rb, xq.data(), k / kQK)) << r << " " << j;
+            EXPECT_LE(std::abs(got - want.get(r * N + j)), o.bound + 2e-6 * o.magnitude) << r << " " << j;
+          } else {
+            EXPECT_NEAR(got, o.exact, 2e-6 * o.magnitude) << r << " " << j;
+          }
+          differs += std::abs(got - o.exact) > 1e-5 * o.magnitude;
+        }
+      }
+      if (integer) {
+        EXPECT_GT(differs, M * N / 2);  // the activations really were quantized
+      } else {
+        EXPECT_EQ(differs, 0);
+      }
     }
-    EXPECT_GT(differs, N / 2);  // the activations really were quantized
   }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+TEST(QDot, Q8_0RowAgainstF32ActivationsMatchesTheOracle) {
+  if (cpu::cpu_isa_host() < cpu::CpuIsa::Avx2) GTEST_SKIP() << "host without AVX2";
+  std::mt19937 rng(23);
+  for (int64_t k : {int64_t{32}, int64_t{576}}) {
+    const int64_t rows = 19, rb = static_cast<int64_t>(row_bytes(GgmlType::Q8_0, k));
+    std::vector<uint8_t> w = random_rows(GgmlType::Q8_0, rows, k, rng);
+    std::vector<float> x = random_x(std::max<int64_t>(k, 2 * kQK), rng);
+    x.resize(static_cast<size_t>(k));
+    std::vector<qd::BlockX8> xq(static_cast<size_t>(k / kQK));
+    qd::quantize_row(x.data(), xq.data(), k);
+    for (int64_t j = 0; j < rows; ++j) {
+      Oracle o = oracle(GgmlType::Q8_0, w.data() + j * rb, x, xq);
+      EXPECT_NEAR(qd::row_dot_f32_q8_0_avx2(w.data() + j * rb, x.data(), k / kQK), o.exact, 2e-6 * o.magnitude) << j;
+    }
+  }
+}
+#endif

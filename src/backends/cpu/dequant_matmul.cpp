@@ -1,17 +1,20 @@
-// Packed dequant-matmul on cpu: weights stay in their GGML blocks. One row of x (decoding one
-// sequence): for Q4_0/Q4_1/Q8_0 x is quantized to 8-bit blocks once and every weight row is an
-// integer block dot (qdot.h, llama.cpp's decode arithmetic); RLX_QDOT=0 keeps x in f32 and dots the
-// blocks with it directly instead (the f32 semantics of the op, to compare against). Other types
-// are expanded one weight row at a time into a small f32 buffer (L1-resident) and dotted. Several
-// rows (a prefill, or a decode step batched over sequences): each worker expands a tile of weight
-// rows and runs the f32 GEMM over all rows of x against it, so the expansion is paid once per tile
-// instead of the dot products dominating. Covers every block type of src/quant.
-// One-row products are split over output rows into one range per thread, and run on the calling
-// thread alone when the whole product is too small to pay for waking the pool.
+// Packed dequant-matmul on cpu: weights stay in their GGML blocks.
+//  - Up to 8 rows of x (a decode step, a short prompt) on Q4_0/Q4_1: x is quantized to 8-bit blocks
+//    once and every weight row is an integer block dot with each row (qdot.h, llama.cpp's decode
+//    arithmetic).
+//  - One row on Q8_0, and on Q4_0/Q4_1 under RLX_QDOT=0: blocks dotted with f32 x (the op's f32
+//    semantics; AVX2 for Q8_0). One row on other types: each weight row expanded into a small f32
+//    buffer (L1-resident) and dotted.
+//  - More rows (a prefill, a decode step batched over many sequences): each worker expands a tile of
+//    weight rows and runs the f32 GEMM over all rows of x against it, so the expansion is paid once
+//    per tile instead of the dot products dominating.
+// Covers every block type of src/quant. The products of the first two are split over output rows
+// into one range per thread, and run on the calling thread when too small to pay for waking the pool.
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/gemm_avx2.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qdot.h"
@@ -76,21 +79,35 @@ float block_row_dot(const uint8_t* wr, const float* x, int64_t nb) {
 template <quant::GgmlType T>
 void f32_gemv(const float* xp, const uint8_t* wp, float* yp, int64_t N, int64_t k, int64_t rb) {
   const int64_t nb = k / quant::kQK;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = cpu_isa() >= CpuIsa::Avx2;
+  if (T == quant::GgmlType::Q8_0 && avx2)
+    return split_rows(N, k, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) yp[j] = qdot::row_dot_f32_q8_0_avx2(wp + j * rb, xp, nb);
+    });
+#endif
   split_rows(N, k, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) yp[j] = block_row_dot<T>(wp + j * rb, xp, nb);
   });
 }
 
-// x quantized once into a per-thread buffer (kept across runs, so warm runs do not allocate), then
-// every weight row an integer block dot against it.
-void int_gemv(quant::GgmlType t, const float* xp, const uint8_t* wp, float* yp, int64_t N, int64_t k, int64_t rb) {
+// Rows of x (a decode step, or a short prompt) up to which Q4_0/Q4_1 products take the integer
+// dots: each weight row is read once and dotted with every row of x while it sits in L1, where the
+// GEMM path would first expand every weight row to f32.
+constexpr int64_t kIntDotMaxRows = 8;
+
+// The M rows of x quantized once into a per-thread buffer (kept across runs, so warm runs do not
+// allocate), then every weight row an integer block dot against each of them.
+void int_gemv(quant::GgmlType t, const float* xp, const uint8_t* wp, float* yp, int64_t M, int64_t N, int64_t k,
+              int64_t rb) {
   thread_local std::vector<qdot::BlockX8> xq;
   const int64_t nb = k / quant::kQK;
-  if (static_cast<int64_t>(xq.size()) < nb) xq.resize(static_cast<size_t>(nb));
-  qdot::quantize_row(xp, xq.data(), k);
+  if (static_cast<int64_t>(xq.size()) < M * nb) xq.resize(static_cast<size_t>(M * nb));
+  for (int64_t m = 0; m < M; ++m) qdot::quantize_row(xp + m * k, xq.data() + m * nb, k);
   const qdot::BlockX8* xb = xq.data();
-  split_rows(N, k, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) yp[j] = qdot::row_dot(t, wp + j * rb, xb, nb);
+  split_rows(N, k * M, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t m = 0; m < M; ++m) yp[m * N + j] = qdot::row_dot(t, wp + j * rb, xb + m * nb, nb);
   });
 }
 
@@ -106,6 +123,8 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
   const float* xp = x.data<float>();
   const uint8_t* wp = w.data<uint8_t>();
   float* yp = y.data<float>();
+  if (M <= kIntDotMaxRows && k % quant::kQK == 0 && qdot_enabled() && qdot::preferred(tr->type))
+    return int_gemv(tr->type, xp, wp, yp, M, N, k, rb);
   if (M >= 2 && fast_gemm_available()) {
     // Tiles of weight rows small enough to stay in L2 while the GEMM streams x past them.
     const int64_t tile = std::max<int64_t>(16, std::min<int64_t>(128, (128 * 1024 / 4) / std::max<int64_t>(k, 1)) / 16 * 16);
@@ -121,7 +140,6 @@ void dequant_matmul(const Node& n, const std::vector<Tensor>& in, std::vector<Te
     return;
   }
   if (M == 1 && k % quant::kQK == 0 && qdot::supported(tr->type)) {  // one row (a decode step)
-    if (qdot_enabled()) return int_gemv(tr->type, xp, wp, yp, N, k, rb);
     switch (tr->type) {
       case quant::GgmlType::Q8_0: return f32_gemv<quant::GgmlType::Q8_0>(xp, wp, yp, N, k, rb);
       case quant::GgmlType::Q4_0: return f32_gemv<quant::GgmlType::Q4_0>(xp, wp, yp, N, k, rb);

@@ -12,7 +12,9 @@ bool supported(quant::GgmlType t) {
   return t == quant::GgmlType::Q4_0 || t == quant::GgmlType::Q4_1 || t == quant::GgmlType::Q8_0;
 }
 
-void quantize_row(const float* x, BlockX8* out, int64_t k) {
+bool preferred(quant::GgmlType t) { return t == quant::GgmlType::Q4_0 || t == quant::GgmlType::Q4_1; }
+
+void quantize_row_scalar(const float* x, BlockX8* out, int64_t k) {
   for (int64_t b = 0; b < k / quant::kQK; ++b, x += quant::kQK) {
     BlockX8& o = out[b];
     float amax = 0;
@@ -27,14 +29,23 @@ void quantize_row(const float* x, BlockX8* out, int64_t k) {
       continue;
     }
     const float id = amax > 0 ? 127.f / amax : 0.f;
-    float sum = 0;
+    // The block sum in the AVX2 form's order: eight lanes of strided sums, then a fixed tree.
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < quant::kQK; ++i) {
       o.qs[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));  // |q| <= 127
-      sum += x[i];
+      lane[i & 7] += x[i];
     }
     o.d = amax / 127.f;
-    o.s = sum;
+    o.s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
   }
+}
+
+void quantize_row(const float* x, BlockX8* out, int64_t k) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = cpu_isa() >= CpuIsa::Avx2;
+  if (avx2) return quantize_row_avx2(x, out, k);
+#endif
+  quantize_row_scalar(x, out, k);
 }
 
 float row_dot_scalar(quant::GgmlType t, const uint8_t* w, const BlockX8* x, int64_t nb) {

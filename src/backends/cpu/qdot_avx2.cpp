@@ -11,6 +11,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include <cmath>
+#include <cstring>
+
 namespace rlx::cpu::qdot {
 
 namespace {
@@ -97,9 +100,63 @@ RLX_QDOT_FN float dot_q4_1(const quant::BlockQ4_1* w, const BlockX8* x, int64_t 
   return hsum(_mm256_add_ps(acc0, acc1)) + mins;
 }
 
-#undef RLX_QDOT_FN
-
 }  // namespace
+
+// Q8_0 rows against f32 x: per block the 32 codes widened to f32 and multiplied into x (four FMAs),
+// the block scale applied once.
+RLX_QDOT_FN float row_dot_f32_q8_0_avx2(const uint8_t* wr, const float* x, int64_t nb) {
+  const auto* w = reinterpret_cast<const quant::BlockQ8_0*>(wr);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, x += quant::kQK) {
+    __m256 s = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w[b].qs + 8 * i));
+      s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_loadu_ps(x + 8 * i), s);
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[b].d)), s, acc);
+  }
+  return hsum(acc);
+}
+
+// Same bits as quantize_row_scalar: the same max, the same scale, round-half-even, and the block
+// sum added in the same order (eight lanes, then the tree of hsum).
+RLX_QDOT_FN void quantize_row_avx2(const float* x, BlockX8* out, int64_t k) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(INFINITY);
+  for (int64_t b = 0; b < k / quant::kQK; ++b, x += quant::kQK) {
+    BlockX8& o = out[b];
+    __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 8 * i);
+      const __m256 a = _mm256_andnot_ps(sign, v[i]);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));  // inf or NaN
+      amax = _mm256_max_ps(amax, a);
+      sum = _mm256_add_ps(sum, v[i]);
+    }
+    if (_mm256_movemask_ps(bad)) {
+      o.d = o.s = NAN;
+      std::memset(o.qs, 0, sizeof(o.qs));
+      continue;
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float am = _mm_cvtss_f32(m4);
+    const float id = am > 0 ? 127.f / am : 0.f;
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // s32 -> s8 with the lanes back in element order (packs work within 128-bit halves).
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i p = _mm256_packs_epi16(p01, p23);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.qs), _mm256_permutevar8x32_epi32(p, perm));
+    o.d = am / 127.f;
+    o.s = hsum(sum);
+  }
+}
+
+#undef RLX_QDOT_FN
 
 float row_dot_avx2(quant::GgmlType t, const uint8_t* w, const BlockX8* x, int64_t nb) {
   switch (t) {
