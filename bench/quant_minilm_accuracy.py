@@ -9,7 +9,9 @@ words, deduplicated, in file order; the first --calib-sentences calibrate (batch
 (pip `tokenizers`), padded / truncated to --seq tokens. The float model is bench/quant_minilm.py's
 ONNX export of the real weights. Quantization: u8 asymmetric activations per tensor, i8 symmetric
 weights per output channel, 7-bit weights where the host's int8 GEMM wants them (reduce_range auto).
-Writes bench/results/quant_minilm_accuracy.json.
+For reference, onnxruntime.quantization.quantize_static on the same calibration sentences and scheme
+(it also quantizes each MatMul's output), run by RLX and by ORT. Writes
+bench/results/quant_minilm_accuracy.json.
 
 Usage: python3 bench/quant_minilm_accuracy.py [--sentences 1000] [--methods minmax,mse,entropy]
 """
@@ -119,6 +121,35 @@ def main():
             rows.append(row)
             print(f"  {method:8s} keep-float {kf:5s}: int8 {int8}/{len(r['layers'])}  cosine mean {row['cosine_mean']:.5f} "
                   f"min {row['cosine_min']:.5f}  (kept {r['kept_float']}, {tq:.0f} s)", file=sys.stderr, flush=True)
+    # Reference: onnxruntime.quantization.quantize_static on the same calibration sentences, the same
+    # scheme (QDQ, u8 activations, i8 per-channel weights, MinMax, MatMul only, the same reduce_range),
+    # which also quantizes each MatMul's output; run by RLX (fuse-qdq) and by ORT.
+    from onnxruntime import quantization as oq
+    import onnxruntime as ort
+
+    class Reader(oq.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{k: v[i:i + 8] for k, v in cal.items()} for i in range(0, nb * 8, 8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    op = os.path.join(tmp, "ort_q.onnx")
+    rr = rows[0]["reduce_range"] if rows else False
+    oq.quantize_static(fp, op, Reader(), quant_format=oq.QuantFormat.QDQ, per_channel=True, reduce_range=rr,
+                       activation_type=oq.QuantType.QUInt8, weight_type=oq.QuantType.QInt8,
+                       op_types_to_quantize=["MatMul"], calibrate_method=oq.CalibrationMethod.MinMax)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    sess = ort.InferenceSession(op, so, providers=["CPUExecutionProvider"])
+    for runner, e in (("rlx", embed(op, feed, args.batch)),
+                      ("onnxruntime", np.concatenate([sess.run(None, {k: v[i:i + args.batch] for k, v in feed.items()})[0]
+                                                      for i in range(0, len(eval_s), args.batch)]))):
+        cos = (e * ref).sum(-1) / np.linalg.norm(e, axis=-1) / np.linalg.norm(ref, axis=-1)
+        rows.append(dict(method="onnxruntime quantize_static minmax (MatMul inputs and outputs)", keep_float="none",
+                         per_channel=True, reduce_range=rr, run_by=runner, sentences=len(eval_s), seq=args.seq,
+                         cosine_mean=round(float(cos.mean()), 6), cosine_min=round(float(cos.min()), 6)))
+        print(f"  ort quantize_static, run by {runner}: cosine mean {cos.mean():.5f} min {cos.min():.5f}", file=sys.stderr, flush=True)
     res = {"benchmark": "quant_minilm_accuracy", "machine": f"{qm.cpu_model()}, {os.cpu_count()} vCPU, {qm.rlx_isa(rlx)}",
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "workload": "all-MiniLM-L6-v2 embeddings (real weights), RLX int8 vs RLX fp32 on the same sentences",
