@@ -37,19 +37,28 @@ double kl_divergence(const std::vector<double>& hist, double lo, double hi, doub
   double total = 0;
   for (double v : p) total += v;
   if (total <= 0) return std::numeric_limits<double>::infinity();
+  // Q (as TensorRT's entropy calibration): the window's own histogram, without the clipped mass,
+  // merged into kLevels levels and spread back over the bins where P is non-zero; so clipping
+  // costs what it moves into the edge bins.
   std::vector<double> q(p.size(), 0.0);
   for (int l = 0; l < kLevels; ++l) {  // bins [l*n/255, (l+1)*n/255) form one level
     int s = l * n / kLevels, e = std::max((l + 1) * n / kLevels, s + 1);
     e = std::min(e, n);
     double mass = 0;
     int nz = 0;
-    for (int i = s; i < e; ++i) mass += p[static_cast<size_t>(i)], nz += p[static_cast<size_t>(i)] > 0;
+    for (int i = s; i < e; ++i) mass += hist[static_cast<size_t>(i0 + i)], nz += p[static_cast<size_t>(i)] > 0;
     for (int i = s; i < e && nz > 0; ++i)
       if (p[static_cast<size_t>(i)] > 0) q[static_cast<size_t>(i)] = mass / nz;
   }
+  double qtotal = 0;
+  for (double v : q) qtotal += v;
+  if (qtotal <= 0) return std::numeric_limits<double>::infinity();
   double kl = 0;
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] > 0) kl += p[i] / total * std::log(p[i] / q[i]);  // q > 0 wherever p > 0
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= 0) continue;
+    double pi = p[i] / total, qi = q[i] > 0 ? q[i] / qtotal : 1e-12;  // clipped mass where Q has none
+    kl += pi * std::log(pi / qi);
+  }
   return kl;
 }
 

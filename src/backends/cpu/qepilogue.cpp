@@ -22,7 +22,7 @@ void correct_scalar(int32_t* c, int64_t N, const uint32_t* wz, uint32_t rs, cons
 void scale_scalar(const int32_t* c, int64_t N, const float* sc, bool relu, float* y) {
   for (int64_t n = 0; n < N; ++n) y[n] = static_cast<float>(c[n]) * sc[n];
   if (relu)
-    for (int64_t n = 0; n < N; ++n) y[n] = y[n] < 0 ? 0.0f : y[n];
+    for (int64_t n = 0; n < N; ++n) y[n] = y[n] > 0 ? y[n] : 0.0f;  // as maxps(y, 0): -0 and NaN give +0
 }
 
 void requant_scalar(const int32_t* c, int64_t N, const Requant& q, int32_t* y) {

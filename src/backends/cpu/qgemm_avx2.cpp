@@ -2,7 +2,8 @@
 //  * u8 x s8: B in k-quads of 8-column panels; vpmaddubsw multiplies a broadcast of four A bytes by
 //    32 B bytes and adds neighbouring products into s16 (saturating), vpmaddwd by ones adds those
 //    pairs into s32 lanes. Exact when avx2_u8s8_exact() holds (no pair sum leaves s16). A tile is up
-//    to 4 rows x 16 columns (two panels): 8 accumulators, 2 B vectors, the broadcast, ones, a temp.
+//    to 6 rows x 16 columns (two panels): 12 accumulators, 2 B vectors, the broadcast, ones and a
+//    temporary (one more than the 16 ymm registers: the compiler keeps ones or a B vector in memory).
 //  * s16 (the exact fallback for 8-bit activations x 8-bit weights): both operands as s16, B in
 //    k-pairs; vpmaddwd adds two products per s32 lane exactly (|255 * -128| * 2 < 2^31). Up to 6
 //    rows x 16 columns: 12 accumulators, 2 B vectors, 1 broadcast of a zero-extended A pair.
