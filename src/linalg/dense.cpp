@@ -8,6 +8,8 @@
 #include <limits>
 #include <numeric>
 
+#include "linalg/dense_scalar.h"
+
 namespace rlx::linalg {
 
 namespace {
@@ -51,43 +53,10 @@ int cholesky(double* a, int64_t n) {
 }
 
 void trsm_left(const double* a, int64_t n, double* b, int64_t k, bool lower, bool trans, bool unit) {
-  auto op = [&](int64_t i, int64_t j) { return trans ? a[j * n + i] : a[i * n + j]; };
-  bool fwd = lower != trans;  // op(A) is lower triangular: forward substitution
-  for (int64_t t = 0; t < n; ++t) {
-    int64_t i = fwd ? t : n - 1 - t;
-    for (int64_t c = 0; c < k; ++c) {
-      double x = b[i * k + c];
-      if (fwd)
-        for (int64_t j = 0; j < i; ++j) x -= op(i, j) * b[j * k + c];
-      else
-        for (int64_t j = i + 1; j < n; ++j) x -= op(i, j) * b[j * k + c];
-      b[i * k + c] = unit ? x : x / op(i, i);
-    }
-  }
+  detail::trsm_left(a, n, b, k, lower, trans, false, unit);
 }
 
-int lu(double* a, int64_t m, int64_t n, int32_t* pivots) {
-  int info = 0;
-  int64_t k = std::min(m, n);
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t p = j;
-    for (int64_t i = j + 1; i < m; ++i)
-      if (std::abs(a[i * n + j]) > std::abs(a[p * n + j])) p = i;
-    pivots[j] = static_cast<int32_t>(p);
-    if (p != j)
-      for (int64_t c = 0; c < n; ++c) std::swap(a[j * n + c], a[p * n + c]);
-    double d = a[j * n + j];
-    if (d == 0) {
-      if (!info) info = static_cast<int>(j + 1);
-      continue;
-    }
-    for (int64_t i = j + 1; i < m; ++i) {
-      double f = a[i * n + j] /= d;
-      for (int64_t c = j + 1; c < n; ++c) a[i * n + c] -= f * a[j * n + c];
-    }
-  }
-  return info;
-}
+int lu(double* a, int64_t m, int64_t n, int32_t* pivots) { return detail::lu(a, m, n, pivots); }
 
 void pivots_to_perm(const int32_t* pivots, int64_t k, int64_t m, int32_t* perm) {
   std::iota(perm, perm + m, 0);

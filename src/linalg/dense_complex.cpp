@@ -6,13 +6,13 @@
 #include <limits>
 #include <numeric>
 
+#include "linalg/dense_scalar.h"
+
 namespace rlx::linalg {
 
 namespace {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
-
-double cabs1(Cx z) { return std::abs(z.real()) + std::abs(z.imag()); }
 
 // Rotation (c, s) with t = sign(z) / (|z| + sqrt(1 + z²)): the smaller of the two angles.
 void rotation(double z, double* c, double* s) {
@@ -68,46 +68,10 @@ int cholesky(Cx* a, int64_t n) {
 }
 
 void trsm_left(const Cx* a, int64_t n, Cx* b, int64_t k, bool lower, bool trans, bool conj, bool unit) {
-  auto op = [&](int64_t i, int64_t j) {
-    Cx v = trans ? a[j * n + i] : a[i * n + j];
-    return conj ? std::conj(v) : v;
-  };
-  bool fwd = lower != trans;  // op(A) is lower triangular: forward substitution
-  for (int64_t t = 0; t < n; ++t) {
-    int64_t i = fwd ? t : n - 1 - t;
-    for (int64_t c = 0; c < k; ++c) {
-      Cx x = b[i * k + c];
-      if (fwd)
-        for (int64_t j = 0; j < i; ++j) x -= op(i, j) * b[j * k + c];
-      else
-        for (int64_t j = i + 1; j < n; ++j) x -= op(i, j) * b[j * k + c];
-      b[i * k + c] = unit ? x : x / op(i, i);
-    }
-  }
+  detail::trsm_left(a, n, b, k, lower, trans, conj, unit);
 }
 
-int lu(Cx* a, int64_t m, int64_t n, int32_t* pivots) {
-  int info = 0;
-  int64_t k = std::min(m, n);
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t p = j;
-    for (int64_t i = j + 1; i < m; ++i)
-      if (cabs1(a[i * n + j]) > cabs1(a[p * n + j])) p = i;
-    pivots[j] = static_cast<int32_t>(p);
-    if (p != j)
-      for (int64_t c = 0; c < n; ++c) std::swap(a[j * n + c], a[p * n + c]);
-    Cx d = a[j * n + j];
-    if (d == Cx(0)) {
-      if (!info) info = static_cast<int>(j + 1);
-      continue;
-    }
-    for (int64_t i = j + 1; i < m; ++i) {
-      Cx f = a[i * n + j] /= d;
-      for (int64_t c = j + 1; c < n; ++c) a[i * n + c] -= f * a[j * n + c];
-    }
-  }
-  return info;
-}
+int lu(Cx* a, int64_t m, int64_t n, int32_t* pivots) { return detail::lu(a, m, n, pivots); }
 
 void qr(const Cx* a, int64_t m, int64_t n, bool full, Cx* q, Cx* r_out) {
   CMat r(a, a + m * n);
