@@ -19,9 +19,9 @@
 #include <cblas.h>
 #include <lapacke.h>
 
+#include "backends/cpu/linalg_batch.h"
 #include "backends/cpu/parallel.h"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace rlx::cpu {
 
@@ -31,29 +31,9 @@ using C = std::complex<float>;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 const C kCNaN(kNaN, kNaN);
 
-int64_t batch_of(const Tensor& t) {
-  int64_t b = 1;
-  for (int64_t i = 0; i + 2 < t.rank(); ++i) b *= t.shape()[i];
-  return b;
-}
-int64_t rows(const Tensor& t) { return t.shape()[t.rank() - 2]; }
-int64_t cols(const Tensor& t) { return t.shape().back(); }
-
-// fn(b) for every matrix: one LAPACK call per matrix inside the pool (OpenBLAS single-threaded),
-// or, for one matrix, OpenBLAS threaded.
-template <class F>
-void each(int64_t nb, int64_t n, F&& fn) {
-  if (nb == 1) {
-    openblas_set_num_threads(num_threads());
-    fn(0);
-    openblas_set_num_threads(1);
-    return;
-  }
-  openblas_set_num_threads(1);
-  parallel_for(nb, std::max<int64_t>(1, 20000 / (n * n * n + 64)), [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) fn(b);
-  });
-}
+using linalg_batch::batch_of;
+using linalg_batch::cols;
+using linalg_batch::rows;
 
 std::vector<C>& scratch(size_t n) {
   thread_local std::vector<C> s;
@@ -80,7 +60,7 @@ void normalize_phases(C* u, int64_t m, int64_t k, C* vh, int64_t n) {
 void cholesky_c(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const C* A = in[0].data<C>();
   int64_t n = rows(in[0]), nb = batch_of(in[0]);
-  each(nb, n, [&](int64_t b) {
+  linalg_batch::for_batch(nb, n, [&](int64_t b) {
     const C* a = A + b * n * n;
     C* l = out[0].data<C>() + b * n * n;
     for (int64_t i = 0; i < n; ++i)
@@ -98,7 +78,7 @@ void triangular_solve_c(const Node& nd, const std::vector<Tensor>& in, std::vect
   C* X = out[0].data<C>();
   if (X != in[1].data<C>()) std::memcpy(X, in[1].data<C>(), in[1].nbytes());
   const C one(1);
-  each(nb, n, [&](int64_t b) {
+  linalg_batch::for_batch(nb, n, [&](int64_t b) {
     const C* a = in[0].data<C>() + b * n * n;
     if (cj && !tr) {  // conj(A): BLAS has Aᴴ but not conj(A) alone
       C* s = scratch(n * n).data();
@@ -115,7 +95,7 @@ void triangular_solve_c(const Node& nd, const std::vector<Tensor>& in, std::vect
 void solve_c(const Node& nd, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   bool inv = nd.op == OpKind::Inv;
   int64_t n = rows(in[0]), nb = batch_of(in[0]), k = inv ? n : cols(in[1]);
-  each(nb, n, [&](int64_t b) {
+  linalg_batch::for_batch(nb, n, [&](int64_t b) {
     C* s = scratch(n * n).data();
     std::copy(in[0].data<C>() + b * n * n, in[0].data<C>() + (b + 1) * n * n, s);
     C* x = out[0].data<C>() + b * n * k;
@@ -135,7 +115,7 @@ void solve_c(const Node& nd, const std::vector<Tensor>& in, std::vector<Tensor>&
 void det_c(const Node& nd, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   bool slog = nd.op == OpKind::Slogdet;
   int64_t n = rows(in[0]), nb = batch_of(in[0]);
-  each(nb, n, [&](int64_t b) {
+  linalg_batch::for_batch(nb, n, [&](int64_t b) {
     C* s = scratch(n * n).data();
     std::copy(in[0].data<C>() + b * n * n, in[0].data<C>() + (b + 1) * n * n, s);
     std::vector<int> piv(n);
@@ -161,7 +141,7 @@ void det_c(const Node& nd, const std::vector<Tensor>& in, std::vector<Tensor>& o
 
 void eigh_c(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   int64_t n = rows(in[0]), nb = batch_of(in[0]);
-  each(nb, n, [&](int64_t b) {
+  linalg_batch::for_batch(nb, n, [&](int64_t b) {
     const C* a = in[0].data<C>() + b * n * n;
     C* v = out[1].data<C>() + b * n * n;
     float* w = out[0].data<float>() + b * n;
@@ -178,7 +158,7 @@ void eigh_c(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out
 
 void svd_c(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   int64_t m = rows(in[0]), n = cols(in[0]), k = std::min(m, n), nb = batch_of(in[0]);
-  each(nb, std::max(m, n), [&](int64_t b) {
+  linalg_batch::for_batch(nb, std::max(m, n), [&](int64_t b) {
     C* s = scratch(m * n).data();
     std::copy(in[0].data<C>() + b * m * n, in[0].data<C>() + (b + 1) * m * n, s);
     C *u = out[0].data<C>() + b * m * k, *vh = out[2].data<C>() + b * k * n;
@@ -198,7 +178,7 @@ void qr_c(const Node& nd, const std::vector<Tensor>& in, std::vector<Tensor>& ou
   bool full = attr_int(nd, "full_matrices");
   int64_t m = rows(in[0]), n = cols(in[0]), k = std::min(m, n), kq = full ? m : k, nb = batch_of(in[0]);
   int64_t qc = std::max(n, kq);  // columns of the work matrix: A's, or Q's when wider
-  each(nb, std::max(m, n), [&](int64_t b) {
+  linalg_batch::for_batch(nb, std::max(m, n), [&](int64_t b) {
     std::vector<C> w(m * qc, C(0)), tau(k);
     const C* a = in[0].data<C>() + b * m * n;
     for (int64_t i = 0; i < m; ++i) std::copy(a + i * n, a + (i + 1) * n, w.data() + i * qc);
