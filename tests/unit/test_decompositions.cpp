@@ -134,6 +134,7 @@ static const std::set<std::string> kCovered = {"matmul",      "linear",         
                                                "splat_sh",         // Decomp.SplatSh
                                                "quantize_affine", "dequantize_affine", "qmatmul", "requantize",
                                                "qlinear",  // QuantAffine.* (tests/unit/test_quant_affine.cpp)
+                                               "qconv",    // QConv.CpuAndDecompositionMatchReference (same file)
                                                "stop_gradient"};   // Decomp.StopGradient
 
 TEST(DecompCoverage, EveryHirOpHasCases) {
