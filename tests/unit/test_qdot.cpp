@@ -117,6 +117,18 @@ TEST(QDot, ActivationBlocksWithinHalfAStep) {
     EXPECT_EQ(std::memcmp(xs.data(), xa.data(), xs.size() * sizeof(qd::BlockX8)), 0);
   }
 #endif
+  // A block of subnormal magnitudes (127 / amax overflows) quantizes to zeros, never to -128.
+  for (int i = 0; i < kQK; ++i) x[2 * kQK + i] = (i % 2 ? -1.f : 1.f) * 1e-40f * static_cast<float>(i + 1);
+  qd::quantize_row(x.data(), xq.data(), k);
+  for (int i = 0; i < kQK; ++i) EXPECT_EQ(xq[2].qs[i], 0) << i;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (cpu::cpu_isa_host() >= cpu::CpuIsa::Avx2) {
+    std::vector<qd::BlockX8> xs(xq.size()), xa(xq.size());
+    qd::quantize_row_scalar(x.data(), xs.data(), k);
+    qd::quantize_row_avx2(x.data(), xa.data(), k);
+    EXPECT_EQ(std::memcmp(xs.data(), xa.data(), xs.size() * sizeof(qd::BlockX8)), 0);
+  }
+#endif
   // A non-finite element makes its block NaN, so the product is NaN rather than silently finite.
   x[3] = INFINITY;
   qd::quantize_row(x.data(), xq.data(), k);

@@ -28,7 +28,10 @@ void quantize_row_scalar(const float* x, BlockX8* out, int64_t k) {
       for (int i = 0; i < quant::kQK; ++i) o.qs[i] = 0;
       continue;
     }
-    const float id = amax > 0 ? 127.f / amax : 0.f;
+    // 127/amax overflows for amax below ~3.7e-37: such a block quantizes to zeros (its products are
+    // below f32 resolution of any real dot), keeping |q| <= 127 for the vpmaddubsw bound.
+    float id = amax > 0 ? 127.f / amax : 0.f;
+    if (!std::isfinite(id)) id = 0.f;
     // The block sum in the AVX2 form's order: eight lanes of strided sums, then a fixed tree.
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < quant::kQK; ++i) {

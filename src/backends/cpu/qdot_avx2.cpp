@@ -141,7 +141,8 @@ RLX_QDOT_FN void quantize_row_avx2(const float* x, BlockX8* out, int64_t k) {
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     const float am = _mm_cvtss_f32(m4);
-    const float id = am > 0 ? 127.f / am : 0.f;
+    float id = am > 0 ? 127.f / am : 0.f;
+    if (!std::isfinite(id)) id = 0.f;
     const __m256 idv = _mm256_set1_ps(id);
     __m256i q[4];
     for (int i = 0; i < 4; ++i)
