@@ -236,9 +236,7 @@ Vs vjp_lu(Builder& b, const Node&, const Vs& x, const Vs& y, const Vs& g) {
 // B̄ = A⁺ᵀ X̄, Ā = -B̄ Xᵀ + (B - AX)(A⁺B̄)ᵀ + (A⁺ᵀX)(X̄ - AᵀB̄)ᵀ. A⁺ is lstsq(A, I) with the node's rcond.
 Vs vjp_lstsq(Builder& b, const Node& n, const Vs& x, const Vs& y, const Vs& g) {
   real_only(b, x[0], "lstsq");
-  // rank is constant (no gradient); S's gradient is svd's (differentiate svd(A) for it)
-  RLX_CHECK(g.size() < 3 || g[2] < 0, "[autodiff] lstsq: no gradient through its singular values; differentiate svd(A) for them");
-  if (g[0] < 0) return {-1, -1};
+  if (g[0] < 0) return {-1, -1};  // rank and singular values: rank is constant, S has its own rule (svd)
   ValueId A = x[0], B = x[1], X = y[0], gX = g[0];
   Ints d = dims_of(b, A);
   int64_t r = static_cast<int64_t>(d.size()), m = d[r - 2];
