@@ -7,7 +7,9 @@ A results file holds `rows`, one per (system, variant) and case, with `p50_ms` (
 throughput). Rows are grouped into cases by (workload, device, dtype, batch, seq). In a case that
 has RLX and peers, each peer's bar is its p50 over RLX's best p50 in that case: above 1, RLX is
 that many times faster; below 1, the peer is faster. A file without peers (RLX variants or devices
-only) gets p50 bars on a log axis instead. Files without rows (conformance summaries) are skipped.
+only) gets p50 bars on a log axis instead. An accuracy file (rows with `cosine_mean`, no `system`)
+gets one bar per row: mean and minimum cosine to the float reference. Files without rows
+(conformance summaries) are skipped.
 The PNG goes to DIR/<name>.png (default bench/results/plots/).
 """
 import argparse
@@ -72,10 +74,13 @@ def plot_file(path, out_dir):
 
     with open(path) as f:
         doc = json.load(f)
+    png = os.path.join(out_dir, os.path.splitext(os.path.basename(path))[0] + ".png")
+    acc = [r for r in doc.get("rows") or [] if isinstance(r, dict) and "cosine_mean" in r and "system" not in r]
+    if acc:
+        return plot_accuracy(doc, acc, path, png, plt)
     rows = [r for r in doc.get("rows") or [] if isinstance(r, dict) and "system" in r]
     if not rows:
         return None
-    png = os.path.join(out_dir, os.path.splitext(os.path.basename(path))[0] + ".png")
     rat = ratios(doc)
     keys = list(rat) if rat else list(dict.fromkeys(case_key(r) for r in rows))
     width_in = max(7.0, 1.6 * len(keys) + 2)
@@ -111,6 +116,27 @@ def plot_file(path, out_dir):
                        ha="right" if many else "center", fontsize=7 if many else 8)
     ax.set_xlabel("case")
     ax.set_title(title_of(doc, path), fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+def plot_accuracy(doc, rows, path, png, plt):
+    """Mean and minimum cosine to the float reference, one bar pair per row."""
+    labels = [textwrap.shorten(" ".join(str(r[k]) for k in ("method", "keep_float", "run_by") if r.get(k) is not None), 48)
+              for r in rows]
+    fig, ax = plt.subplots(figsize=(min(max(7.0, 0.9 * len(rows) + 2), 16), 5.5), constrained_layout=True)
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["cosine_mean"] for r in rows], 0.4, label="cosine mean")
+    ax.bar([x + 0.2 for x in xs], [r.get("cosine_min", r["cosine_mean"]) for r in rows], 0.4, label="cosine min")
+    lo = min(r.get("cosine_min", r["cosine_mean"]) for r in rows)
+    ax.set_ylim(max(0.0, lo - 0.05), 1.0)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("cosine to the float reference")
+    ax.set_title(title_of(doc, path), fontsize=10)
+    ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.savefig(png, dpi=100)
     plt.close(fig)

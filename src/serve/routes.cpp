@@ -160,13 +160,14 @@ void Server::generation(const httplib::Request& req, httplib::Response& res, boo
     const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     if (!r.stream) {
-      // Waits in short slices, looking at the connection between them: a client that went away
-      // cancels its sequence (it leaves the next decode step) instead of running to max_tokens.
+      // Waits in short slices, looking at the connection after each piece and each empty slice (a
+      // fast decode delivers a piece every slice): a client that went away cancels its sequence (it
+      // leaves the next decode step) instead of running to max_tokens.
       std::string text, piece;
       ClientWatch watch(req);
       for (int got; (got = job->next_for(piece, std::chrono::milliseconds(100))) >= 0;) {
         if (got) text += piece;
-        else if (!job->cancelled && watch.gone()) {
+        if (!job->cancelled && watch.gone()) {
           job->cancelled = true;
           lg.cancelled = true;
         }
