@@ -271,7 +271,7 @@ TEST(GemmInt8, PathsBitExact) {
 // scale + relu, and requantize on every shift from -30 to 31, both roundings, exact ties (m = 2^30,
 // odd acc at shift 0 is x.5), saturation at both ends, u8 and i8 ranges.
 TEST(GemmInt8, EpilogueAvx2MatchesScalar) {
-  if (!rlx::cpu::simd::cpu_has_avx2()) GTEST_SKIP() << "host has no AVX2: only the scalar epilogue runs here";
+  if (!rlx::cpu::simd::cpu_has_avx2()) GTEST_SKIP() << "AVX2 not in use (host without it, or RLX_CPU_ISA=generic): only the scalar epilogue runs here";
   using namespace rlx::cpu::qepi;
   std::mt19937 g(3);
   const int64_t N = 67;

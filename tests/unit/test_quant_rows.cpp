@@ -32,7 +32,7 @@ std::vector<float> probe_values(int64_t n, float scale, uint32_t seed) {
 }  // namespace
 
 TEST(QuantRows, Avx2QuantizeMatchesScalar) {
-  if (!simd::cpu_has_avx2()) GTEST_SKIP() << "host has no AVX2: only the scalar row kernels run here";
+  if (!simd::cpu_has_avx2()) GTEST_SKIP() << "AVX2 not in use (host without it, or RLX_CPU_ISA=generic): only the scalar row kernels run here";
   for (int64_t n : {1, 31, 32, 33, 100, 1000}) {
     for (float scale : {0.0173f, 0.5f, 3.0f}) {
       for (int32_t zp : {0, 7, 128, 255}) {
@@ -52,7 +52,7 @@ TEST(QuantRows, Avx2QuantizeMatchesScalar) {
 }
 
 TEST(QuantRows, Avx2DequantizeMatchesScalar) {
-  if (!simd::cpu_has_avx2()) GTEST_SKIP() << "host has no AVX2: only the scalar row kernels run here";
+  if (!simd::cpu_has_avx2()) GTEST_SKIP() << "AVX2 not in use (host without it, or RLX_CPU_ISA=generic): only the scalar row kernels run here";
   std::vector<uint8_t> u(259);
   std::vector<int8_t> s(259);
   for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(i * 37), s[i] = static_cast<int8_t>(i * 53);
