@@ -93,35 +93,47 @@ Outs eval_requantize(const Node& n, const Ins& in, const Types& ot) {
   return {out};
 }
 
+// The output step qlinear and qconv share: the i32 accumulator of output channel `ch` (wrapped as
+// hardware does) times the f32 scale (+ ReLU), or requantized to i8/u8 with the fixed-point rule,
+// ReLU at the zero point and qconv's max_q cap.
+struct IntEpilogue {
+  std::vector<int64_t> mul, sh;
+  std::vector<double> sc;
+  int32_t zp = 0, lo = 0, hi = 0;
+  bool relu = false, f32 = false;
+  quant::Rounding r;
+  IntEpilogue(const Node& n, DType dt)
+      : mul(attr_ints(n, "multiplier")), sh(attr_ints(n, "shift")), sc(attr_floats(n, "scale")),
+        zp(static_cast<int32_t>(attr_int(n, "zero_point"))), relu(attr_int(n, "relu") != 0), f32(dt == DType::f32),
+        r(rounding_of(n)) {
+    quant::int8_range(dt == DType::u8, &lo, &hi);
+    if (n.attrs.count("max_q")) hi = static_cast<int32_t>(std::min<int64_t>(hi, attr_int(n, "max_q")));
+  }
+  void put(Tensor& out, int64_t i, int64_t acc, int64_t ch) const {
+    int32_t a32 = static_cast<int32_t>(acc);
+    if (f32) {
+      float y = static_cast<float>(a32) * static_cast<float>(sc.size() == 1 ? sc[0] : sc[static_cast<size_t>(ch)]);
+      st(out, i, relu && y < 0 ? 0.0 : y);
+    } else {
+      sti(out, i, quant::requantize(a32, static_cast<int32_t>(pick(mul, ch)), static_cast<int32_t>(pick(sh, ch)), zp,
+                                    relu ? std::max(zp, lo) : lo, hi, r));
+    }
+  }
+};
+
 Outs eval_qlinear(const Node& n, const Ins& in, const Types& ot) {
   const Tensor &x = in[0], &w = in[1];
   int64_t N = w.shape()[0], K = w.shape()[1], M = x.numel() / K;
   int64_t xzp = attr_int(n, "x_zero_point");
   const auto& wzp = attr_ints(n, "w_zero_point");
-  const auto& mul = attr_ints(n, "multiplier");
-  const auto& sh = attr_ints(n, "shift");
-  const auto& sc = attr_floats(n, "scale");
-  int32_t zp = static_cast<int32_t>(attr_int(n, "zero_point"));
-  bool relu = attr_int(n, "relu") != 0;
-  DType dt = ot[0].dtype;
-  quant::Rounding r = rounding_of(n);
-  int32_t lo, hi;
-  quant::int8_range(dt == DType::u8, &lo, &hi);
+  const IntEpilogue epi(n, ot[0].dtype);
   Tensor out = alloc(ot[0]);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t j = 0; j < N; ++j) {
       int64_t z = pick(wzp, j);
       int64_t acc = in.size() > 2 ? ldi(in[2], j) : 0;
       for (int64_t k = 0; k < K; ++k) acc += (ldi(x, m * K + k) - xzp) * (ldi(w, j * K + k) - z);
-      int32_t a32 = static_cast<int32_t>(acc);  // the i32 accumulator's value (wraps as hardware does)
-      if (dt == DType::f32) {
-        float y = static_cast<float>(a32) * static_cast<float>(sc.size() == 1 ? sc[0] : sc[static_cast<size_t>(j)]);
-        st(out, m * N + j, relu && y < 0 ? 0.0 : y);
-      } else {
-        int32_t y = quant::requantize(a32, static_cast<int32_t>(pick(mul, j)), static_cast<int32_t>(pick(sh, j)), zp,
-                                      relu ? std::max(zp, lo) : lo, hi, r);
-        sti(out, m * N + j, y);
-      }
+      epi.put(out, m * N + j, acc, j);
     }
   return {out};
 }
@@ -138,16 +150,7 @@ Outs eval_qconv(const Node& n, const Ins& in, const Types& ot) {
   if (pads.empty()) pads = {0, 0, 0, 0};
   int64_t xzp = attr_int(n, "x_zero_point");
   const auto& wzp = attr_ints(n, "w_zero_point");
-  const auto& mul = attr_ints(n, "multiplier");
-  const auto& sh = attr_ints(n, "shift");
-  const auto& sc = attr_floats(n, "scale");
-  int32_t zp = static_cast<int32_t>(attr_int(n, "zero_point"));
-  bool relu = attr_int(n, "relu") != 0;
-  DType dt = ot[0].dtype;
-  quant::Rounding r = rounding_of(n);
-  int32_t lo, hi;
-  quant::int8_range(dt == DType::u8, &lo, &hi);
-  hi = static_cast<int32_t>(std::min<int64_t>(hi, attr_int(n, "max_q")));
+  const IntEpilogue epi(n, ot[0].dtype);
   for (int64_t b = 0; b < N; ++b)
     for (int64_t o = 0; o < O; ++o) {
       int64_t z = pick(wzp, o), c0 = (o / Og) * Cg;
@@ -162,15 +165,7 @@ Outs eval_qconv(const Node& n, const Ins& in, const Types& ot) {
                 int64_t xv = ldi(x, ((b * C + c0 + c) * H + iy) * W + ix) - xzp;
                 acc += xv * (ldi(w, ((o * Cg + c) * KH + ky) * KW + kx) - z);
               }
-          int32_t a32 = static_cast<int32_t>(acc);
-          int64_t i = ((b * O + o) * OH + oy) * OW + ox;
-          if (dt == DType::f32) {
-            float y = static_cast<float>(a32) * static_cast<float>(sc.size() == 1 ? sc[0] : sc[static_cast<size_t>(o)]);
-            st(out, i, relu && y < 0 ? 0.0 : y);
-          } else {
-            sti(out, i, quant::requantize(a32, static_cast<int32_t>(pick(mul, o)), static_cast<int32_t>(pick(sh, o)), zp,
-                                          relu ? std::max(zp, lo) : lo, hi, r));
-          }
+          epi.put(out, ((b * O + o) * OH + oy) * OW + ox, acc, o);
         }
     }
   return {out};
